@@ -1,0 +1,67 @@
+"""Helpers the adapters share to turn their inputs into pipeline calls."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool, Tool
+from pydantic import BaseModel
+
+INVALID_KEY = "__lrt_invalid__"
+"""Marker on a tool call that came from ``AIMessage.invalid_tool_calls``."""
+
+
+def thread_id_of(config: RunnableConfig | None) -> str | None:
+    """The conversation thread of a run, if it has one."""
+    if not config:
+        return None
+    value = (config.get("configurable") or {}).get("thread_id")
+    return None if value is None else str(value)
+
+
+def _field_names(schema: Any) -> frozenset[str]:
+    if isinstance(schema, dict):
+        return frozenset(schema.get("properties", {}))
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return frozenset(schema.model_fields)
+    return frozenset()
+
+
+@lru_cache(maxsize=1024)
+def _injected_keys_cached(tool: BaseTool) -> frozenset[str]:
+    try:
+        full = _field_names(tool.get_input_schema())
+        visible = _field_names(tool.tool_call_schema)
+    except Exception:  # an unusual schema: treat every argument as the model's
+        return frozenset()
+    return full - visible
+
+
+def injected_keys(tool: BaseTool | None) -> frozenset[str]:
+    """Argument names the runtime injects (state, store, runtime, ...), never the model."""
+    if tool is None:
+        return frozenset()
+    try:
+        return _injected_keys_cached(tool)
+    except TypeError:  # an unhashable tool
+        return _injected_keys_cached.__wrapped__(tool)
+
+
+def split_args(
+    tool: BaseTool | None, args: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a tool call's arguments into (the model's, the injected ones)."""
+    hidden = injected_keys(tool)
+    if not hidden or not hidden.intersection(args):
+        return dict(args), {}
+    visible = {k: v for k, v in args.items() if k not in hidden}
+    return visible, {k: v for k, v in args.items() if k in hidden}
+
+
+def has_native_async(tool: BaseTool) -> bool:
+    """Whether the tool has its own coroutine (else async calls run its sync code)."""
+    if isinstance(tool, (StructuredTool, Tool)):
+        return tool.coroutine is not None
+    return type(tool)._arun is not BaseTool._arun

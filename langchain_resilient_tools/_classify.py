@@ -1,0 +1,245 @@
+"""The one place where exceptions become model-facing failures.
+
+`classify` maps every exception that leaves the stages (the pipeline's own signals and
+whatever the tool raised) to a `Failure`; `_envelope` renders it. `is_transient`
+decides, for the default retry policy, which tool exceptions are worth another attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.tools import ToolException
+from pydantic import ValidationError
+
+from . import _messages as m
+from ._call import Call
+from ._errors import (
+    AttemptTimeout,
+    CircuitOpen,
+    DuplicateCall,
+    InvalidArguments,
+    LowQualityResult,
+    MalformedCall,
+    ThreadsExhausted,
+    ToolErrorType,
+    ToolRaised,
+    UnknownTool,
+)
+from ._redact import redact
+
+try:  # langgraph >= 1.1 wraps argument errors it raises itself
+    from langgraph.prebuilt.tool_node import ToolInvocationError
+except ImportError:  # pragma: no cover
+    ToolInvocationError = None  # type: ignore[assignment,misc]
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A failed call, as the model will be told about it."""
+
+    error: ToolErrorType
+    message: str
+    suggestion: str
+    retryable: bool
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    cause: BaseException | None = None
+    """The exception the tool raised, if any (for developer hooks; never rendered)."""
+
+
+_NOT_TRANSIENT_OS = (
+    FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError,
+)  # fmt: skip
+_TRANSIENT_NAMES = frozenset(
+    {
+        "TimeoutException", "TransportError", "NetworkError", "ConnectError", "ConnectTimeout",
+        "ReadTimeout", "WriteTimeout", "PoolTimeout", "RemoteProtocolError", "ReadError",
+        "APIConnectionError", "APITimeoutError", "RateLimitError", "InternalServerError",
+        "ServiceUnavailableError", "ServiceUnavailable", "TooManyRequests", "ClosedResourceError",
+        "BrokenResourceError", "McpError",
+    }
+)  # fmt: skip
+_INPUT_ERRORS = (ValueError, LookupError, TypeError)
+"""Exception families whose text conventionally describes a bad input: shown (redacted)."""
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for holder in (exc, getattr(exc, "response", None)):
+        for attr in ("status_code", "status", "code"):
+            value = getattr(holder, attr, None)
+            if isinstance(value, int) and 100 <= value <= 599:
+                return value
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether `exc` is a failure that another attempt may not meet (the default retry rule).
+
+    An explicit ``retryable`` attribute wins. Then HTTP-like status codes: 408, 429 and
+    5xx are transient, other codes are not. Then timeouts, connection and OS errors
+    (except file-system errors such as `FileNotFoundError`), and well-known transport
+    errors of HTTP and SDK clients, recognised by class name so that none is imported.
+    """
+    flag = getattr(exc, "retryable", None)
+    if isinstance(flag, bool):
+        return flag
+    if isinstance(exc, (ToolException, ValidationError, ValueError)):
+        return False
+    status = _status_code(exc)
+    if status is not None:
+        return status in (408, 429) or status >= 500
+    if isinstance(exc, _NOT_TRANSIENT_OS):
+        return False
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, ConnectionError, OSError)):
+        return True
+    return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
+
+
+def _validation_fields(exc: BaseException) -> list[dict[str, Any]]:
+    errors: list[Any] = []
+    if ToolInvocationError is not None and isinstance(exc, ToolInvocationError):
+        errors = list(exc.filtered_errors or ())
+        if not errors and isinstance(exc.source, ValidationError):
+            errors = exc.source.errors()
+    elif isinstance(exc, ValidationError):
+        errors = exc.errors()
+    fields = []
+    for err in errors:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(arguments)"
+        fields.append({"name": loc, "problem": redact(str(err.get("msg", "invalid")), limit=160)})
+    return fields
+
+
+def classify(exc: BaseException, call: Call) -> Failure:
+    """Map `exc`, raised while handling `call`, to the `Failure` the model is shown."""
+    name = call.name
+    policy = call.resolved.policy
+    if isinstance(exc, AttemptTimeout):
+        if call.idempotent or not exc.started:
+            return Failure(
+                ToolErrorType.TIMEOUT,
+                m.TIMEOUT.format(tool=name, timeout=exc.timeout),
+                m.TIMEOUT_HINT,
+                True,
+            )
+        return Failure(
+            ToolErrorType.UNKNOWN_OUTCOME,
+            m.UNKNOWN_OUTCOME_TIMEOUT.format(tool=name, timeout=exc.timeout),
+            m.UNKNOWN_OUTCOME_HINT,
+            False,
+        )
+    if isinstance(exc, ThreadsExhausted):
+        return Failure(
+            ToolErrorType.TRANSIENT_FAILURE,
+            m.BUSY.format(tool=name, n=exc.abandoned),
+            m.TRANSIENT_HINT,
+            True,
+        )
+    if isinstance(exc, UnknownTool):
+        from difflib import get_close_matches
+
+        close = get_close_matches(exc.name, exc.valid, n=1, cutoff=0.5)
+        extra: dict[str, Any] = {"valid_tools": exc.valid}
+        hint = m.UNKNOWN_TOOL_HINT.format(valid=", ".join(exc.valid) or "(none)")
+        if close:
+            extra["closest"] = close[0]
+            hint = m.UNKNOWN_TOOL_CLOSEST.format(closest=close[0]) + " " + hint
+        return Failure(
+            ToolErrorType.UNKNOWN_TOOL,
+            m.UNKNOWN_TOOL.format(tool=redact(exc.name, limit=80)),
+            hint,
+            False,
+            extra,
+        )
+    if isinstance(exc, MalformedCall):
+        return Failure(
+            ToolErrorType.MALFORMED_CALL,
+            m.MALFORMED.format(tool=name, reason=redact(exc.reason, limit=200)),
+            m.MALFORMED_HINT.format(signature=m.signature(call.tool, name)),
+            False,
+        )
+    if isinstance(exc, InvalidArguments):
+        return Failure(
+            ToolErrorType.INVALID_ARGUMENTS,
+            exc.summary or m.INVALID_ARGS.format(tool=name, n=len(exc.fields)),
+            m.INVALID_ARGS_HINT.format(signature=m.signature(call.tool, name)),
+            False,
+            {"fields": exc.fields},
+        )
+    if isinstance(exc, CircuitOpen):
+        return Failure(
+            ToolErrorType.CIRCUIT_OPEN,
+            m.CIRCUIT_OPEN.format(tool=name),
+            m.CIRCUIT_OPEN_HINT.format(tool=name, s=exc.retry_after_s),
+            True,
+            {"retry_after_s": round(exc.retry_after_s, 1)},
+        )
+    if isinstance(exc, DuplicateCall):
+        message = m.DUPLICATE_LOOPING if exc.looping else m.DUPLICATE
+        extra = {"repeats": exc.repeats}
+        if exc.previous is not None:
+            extra["previous_result"] = exc.previous
+        return Failure(
+            ToolErrorType.DUPLICATE_CALL,
+            message.format(tool=name, n=exc.repeats),
+            m.DUPLICATE_HINT,
+            False,
+            extra,
+        )
+    if isinstance(exc, LowQualityResult):
+        return Failure(
+            ToolErrorType.LOW_QUALITY_RESULT,
+            m.LOW_QUALITY.format(tool=name, reason=exc.reason),
+            m.LOW_QUALITY_HINT,
+            False,
+            {"preview": exc.preview},
+        )
+    if isinstance(exc, ToolRaised):
+        return _classify_tool_exception(exc.original, call, policy.expose_error_details)
+    return Failure(
+        ToolErrorType.INTERNAL_ERROR,
+        m.INTERNAL.format(tool=name),
+        m.INTERNAL_HINT,
+        False,
+        cause=exc,
+    )
+
+
+def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Failure:
+    name = call.name
+    fields = _validation_fields(exc)
+    if fields:
+        return Failure(
+            ToolErrorType.INVALID_ARGUMENTS,
+            m.INVALID_ARGS.format(tool=name, n=len(fields)),
+            m.INVALID_ARGS_HINT.format(signature=m.signature(call.tool, name)),
+            False,
+            {"fields": fields},
+            exc,
+        )
+    kind = type(exc).__name__
+    if is_transient(exc):
+        if call.idempotent:
+            return Failure(
+                ToolErrorType.TRANSIENT_FAILURE,
+                m.TRANSIENT.format(tool=name, kind=kind),
+                m.TRANSIENT_HINT,
+                True,
+                cause=exc,
+            )
+        return Failure(
+            ToolErrorType.UNKNOWN_OUTCOME,
+            m.UNKNOWN_OUTCOME_FAILURE.format(tool=name, kind=kind),
+            m.UNKNOWN_OUTCOME_HINT,
+            False,
+            cause=exc,
+        )
+    if isinstance(exc, (ToolException, *_INPUT_ERRORS)) or expose:
+        text = redact(str(exc), limit=300) or kind
+        message = m.TOOL_ERROR.format(tool=name, text=text)
+    else:
+        message = m.TOOL_ERROR_OPAQUE.format(tool=name, kind=kind)
+    return Failure(ToolErrorType.TOOL_ERROR, message, m.TOOL_ERROR_HINT, False, cause=exc)

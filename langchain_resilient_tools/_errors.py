@@ -1,0 +1,135 @@
+"""Error vocabulary: what the model is told (`ToolErrorType`) and the internal signals.
+
+The model-facing side is the `ToolErrorType` enum: the ``error`` key of every envelope.
+The pipeline side is a small exception tree. Stages raise these to say *why* a call
+failed; `_classify.classify` is the one place that maps them, and every foreign
+exception, to an envelope::
+
+    ResilienceSignal                  base of everything the pipeline raises itself
+    ├── ToolRaised                    the tool (or the layers under us) raised: `.original`
+    ├── AttemptTimeout                one attempt ran past its timeout
+    │                                 (`.started` says whether the tool had begun)
+    ├── ThreadsExhausted              the tool already holds too many abandoned threads
+    ├── UnknownTool                   no tool by that name
+    ├── MalformedCall                 the arguments could not be parsed
+    ├── InvalidArguments              the arguments do not fit the schema (`.fields`)
+    ├── CircuitOpen                   the tool's breaker is open (`.retry_after_s`)
+    ├── DuplicateCall                 a repeat that must not run again
+    └── LowQualityResult              a successful call whose result is useless
+
+`UsageError` is developer-facing: a wrong configuration raises it at construction time
+and it never reaches the model.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class ToolErrorType(str, enum.Enum):
+    """The ``error`` value of the envelope the model sees."""
+
+    INVALID_ARGUMENTS = "invalid_arguments"
+    MALFORMED_CALL = "malformed_call"
+    UNKNOWN_TOOL = "unknown_tool"
+    TIMEOUT = "timeout"
+    UNKNOWN_OUTCOME = "unknown_outcome"
+    TRANSIENT_FAILURE = "transient_failure"
+    TOOL_ERROR = "tool_error"
+    CIRCUIT_OPEN = "circuit_open"
+    DUPLICATE_CALL = "duplicate_call"
+    LOW_QUALITY_RESULT = "low_quality_result"
+    INTERNAL_ERROR = "internal_error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class UsageError(ValueError):
+    """A developer mistake in configuration; raised at construction, never shown to a model."""
+
+
+class ResilienceSignal(Exception):
+    """Base of the exceptions the pipeline raises to describe a failed call."""
+
+
+class ToolRaised(ResilienceSignal):
+    """The tool, or a layer below the pipeline, raised `original`."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(type(original).__name__)
+        self.original = original
+
+
+class AttemptTimeout(ResilienceSignal):
+    """One attempt did not finish within `timeout` seconds."""
+
+    def __init__(self, timeout: float, *, started: bool = True) -> None:
+        super().__init__(f"no answer within {timeout:g} s")
+        self.timeout = timeout
+        self.started = started
+
+
+class ThreadsExhausted(ResilienceSignal):
+    """The tool holds `abandoned` threads from earlier timeouts; it is not run again yet."""
+
+    def __init__(self, abandoned: int) -> None:
+        super().__init__(f"{abandoned} earlier calls are still running")
+        self.abandoned = abandoned
+
+
+class UnknownTool(ResilienceSignal):
+    """The model asked for a tool that does not exist."""
+
+    def __init__(self, name: str, valid: Sequence[str]) -> None:
+        super().__init__(name)
+        self.name = name
+        self.valid = list(valid)
+
+
+class MalformedCall(ResilienceSignal):
+    """The call's arguments could not be read as a JSON object."""
+
+    def __init__(self, reason: str, *, raw: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.raw = raw
+
+
+class InvalidArguments(ResilienceSignal):
+    """The arguments do not fit the tool's schema; `fields` lists each problem."""
+
+    def __init__(self, fields: Sequence[Mapping[str, Any]], *, summary: str = "") -> None:
+        super().__init__(summary or f"{len(fields)} argument problem(s)")
+        self.fields = [dict(f) for f in fields]
+        self.summary = summary
+
+
+class CircuitOpen(ResilienceSignal):
+    """The tool's circuit breaker is open; the tool was not called."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"circuit open for {retry_after_s:.1f} s")
+        self.retry_after_s = retry_after_s
+
+
+class DuplicateCall(ResilienceSignal):
+    """The same call was made before and must not run again."""
+
+    def __init__(self, *, previous: str | None, repeats: int, looping: bool = False) -> None:
+        super().__init__("duplicate call")
+        self.previous = previous
+        self.repeats = repeats
+        self.looping = looping
+
+
+class LowQualityResult(ResilienceSignal):
+    """The tool answered, but a result check found the answer useless."""
+
+    def __init__(self, reason: str, *, preview: str, value: Any = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.preview = preview
+        self.value = value

@@ -1,0 +1,199 @@
+"""Running sync work on persistent worker threads, with deadlines that hold.
+
+`WorkerPool` is a small lazily-growing pool of *daemon* threads. It exists instead of
+`concurrent.futures.ThreadPoolExecutor` for one reason: the standard pool joins its
+threads when the interpreter exits, so a single hung tool would keep the process alive
+forever. Threads are started on demand, reused, and retire after `idle_s` idle seconds.
+
+`TimedRunner` runs one attempt of a sync tool with a deadline. Python cannot kill a
+thread: when a deadline passes, the caller gets control back at once and the thread is
+*abandoned* (left to finish, counted per tool). Once a tool holds
+`max_abandoned` such threads, its new calls fail fast (`ThreadsExhausted`) instead of
+queueing behind hung ones, so one hung tool cannot take every worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import queue
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from typing import Any, TypeVar
+
+from ._errors import AttemptTimeout, ThreadsExhausted
+
+T = TypeVar("T")
+
+
+class WorkerPool:
+    """Lazily started, reused daemon threads; at most `max_workers` at once."""
+
+    def __init__(self, max_workers: int, *, name: str, idle_s: float = 60.0) -> None:
+        self.max_workers = max_workers
+        self._name = name
+        self._idle_s = idle_s
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        fut: Future[T] = Future()
+        self._queue.put((fut, fn))
+        with self._lock:
+            spawn = self._idle == 0 and self._threads < self.max_workers
+            if spawn:
+                self._threads += 1
+                n = self._threads
+        if spawn:
+            threading.Thread(target=self._work, name=f"{self._name}-{n}", daemon=True).start()
+        return fut
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            try:
+                fut, fn = self._queue.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    self._idle -= 1
+                    self._threads -= 1
+                return
+            with self._lock:
+                self._idle -= 1
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # handed to the waiting caller
+                fut.set_exception(exc)
+
+
+class TimedRunner:
+    """Runs attempts with a deadline on a `WorkerPool`, counting abandoned threads per key."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self._lock = threading.Lock()
+        self._abandoned: dict[str, int] = {}
+
+    def abandoned(self, key: str | None = None) -> int:
+        """Threads still running after their deadline passed (for `key`, or in all)."""
+        with self._lock:
+            if key is None:
+                return sum(self._abandoned.values())
+            return self._abandoned.get(key, 0)
+
+    def _admit(self, key: str, max_abandoned: int) -> None:
+        n = self.abandoned(key)
+        if n >= max_abandoned:
+            raise ThreadsExhausted(n)
+
+    def _abandon(self, key: str, fut: Future[Any]) -> None:
+        with self._lock:
+            self._abandoned[key] = self._abandoned.get(key, 0) + 1
+
+        def release(_: Future[Any]) -> None:
+            with self._lock:
+                left = self._abandoned.get(key, 1) - 1
+                if left:
+                    self._abandoned[key] = left
+                else:
+                    self._abandoned.pop(key, None)
+
+        fut.add_done_callback(release)
+
+    def _submit(self, fn: Callable[[], T]) -> Future[T]:
+        ctx = contextvars.copy_context()
+        return self.pool.submit(lambda: ctx.run(fn))
+
+    def run(self, key: str, fn: Callable[[], T], timeout: float, max_abandoned: int) -> T:
+        """Run `fn` on a worker; raise `AttemptTimeout` at the deadline."""
+        self._admit(key, max_abandoned)
+        fut = self._submit(fn)
+        wait_futures([fut], timeout=timeout)
+        if not fut.done():
+            if fut.cancel():
+                raise AttemptTimeout(timeout, started=False)
+            self._abandon(key, fut)
+            raise AttemptTimeout(timeout)
+        return fut.result()
+
+    async def arun(
+        self, key: str, fn: Callable[[], T], timeout: float | None, max_abandoned: int
+    ) -> T:
+        """Run sync `fn` on a worker without blocking the event loop."""
+        self._admit(key, max_abandoned)
+        fut = self._submit(fn)
+        afut = asyncio.wrap_future(fut)
+        if timeout is None:
+            return await afut
+        done, _ = await asyncio.wait({afut}, timeout=timeout)
+        if not done:
+            if fut.cancel():
+                raise AttemptTimeout(timeout, started=False)
+            self._abandon(key, fut)
+            afut.cancel()
+            raise AttemptTimeout(timeout)
+        return afut.result()
+
+
+async def await_with_timeout(make: Callable[[], Awaitable[T]], timeout: float | None) -> T:
+    """Await `make()` with a deadline that holds even if the coroutine ignores cancellation.
+
+    At the deadline the task is cancelled (cancellation reaches the tool) and control
+    returns at once, without waiting for the task to acknowledge it.
+    """
+    if timeout is None:
+        return await make()
+    task = asyncio.ensure_future(make())
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(_consume)
+        raise AttemptTimeout(timeout)
+    return task.result()
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+_default_runner: TimedRunner | None = None
+_default_lock = threading.Lock()
+
+
+def default_runner() -> TimedRunner:
+    """The process-wide runner for sync attempts (32 workers)."""
+    global _default_runner
+    if _default_runner is None:
+        with _default_lock:
+            if _default_runner is None:
+                _default_runner = TimedRunner(WorkerPool(32, name="lrt-tool"))
+    return _default_runner
+
+
+_dispatch_pool: WorkerPool | None = None
+
+
+def dispatch_pool() -> WorkerPool:
+    """The process-wide pool that drives parallel calls of one sync node step."""
+    global _dispatch_pool
+    if _dispatch_pool is None:
+        with _default_lock:
+            if _dispatch_pool is None:
+                _dispatch_pool = WorkerPool(256, name="lrt-dispatch")
+    return _dispatch_pool

@@ -1,0 +1,345 @@
+"""`ResilientToolNode`: LangGraph's `ToolNode` with the pipeline plugged in.
+
+The pipeline enters through ToolNode's own `wrap_tool_call`/`awrap_tool_call` hooks, so
+everything ToolNode does (input forms, injection, `Command`/`Send`, interrupts) is
+untouched. A user's own wrapper still works: it runs inside the pipeline, between the
+stages and the tool. Three things are overridden on purpose:
+
+- parsing also answers ``AIMessage.invalid_tool_calls`` (ToolNode skips them);
+- the sync path drives parallel calls on a persistent pool, not a new one per step;
+- both paths honour ``max_concurrency`` and write error records to ``tool_errors``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import get_config_list
+from langchain_core.tools import BaseTool
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+from pydantic import BaseModel
+
+from ._adapt import INVALID_KEY, has_native_async, thread_id_of
+from ._call import Call
+from ._envelope import failure_message, success_message
+from ._errors import ToolErrorType, UnknownTool
+from ._executor import TimedRunner, dispatch_pool
+from ._pipeline import Outcome, Pipeline
+from ._policy import PolicyResolver, ToolPolicy
+from ._state import ERRORS_KEY
+
+try:
+    from langgraph.prebuilt.tool_node import _infer_handled_types
+except ImportError:  # pragma: no cover - private helper moved
+
+    def _infer_handled_types(handler: Callable[..., str]) -> tuple[type[Exception], ...]:
+        return (Exception,)
+
+
+ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
+AsyncToolCallWrapper = Callable[
+    [ToolCallRequest, Callable[[ToolCallRequest], Awaitable[Any]]], Awaitable[Any]
+]
+HandleToolErrors = bool | str | Callable[..., str] | type[Exception] | tuple[type[Exception], ...]
+_RUNTIME_FIELDS = frozenset(f.name for f in dataclasses.fields(ToolRuntime))
+_INPUT_TYPE: contextvars.ContextVar[Literal["list", "dict", "tool_calls"]] = contextvars.ContextVar(
+    "lrt_input_type", default="dict"
+)
+
+
+class ResilientToolNode(ToolNode):
+    """A drop-in `ToolNode` whose every call runs through the resilience pipeline.
+
+    Args:
+        tools: As for `ToolNode`.
+        policy: The default `ToolPolicy` of every tool.
+        policies: ``{tool_name: ToolPolicy}``, overriding fields of `policy` per tool.
+        handle_tool_errors: Errors the pipeline classifies (timeouts, bad arguments,
+            unknown tools, ...) are always answered with the error envelope. For a plain
+            exception raised by a tool (``tool_error``): `True` (default) answers with
+            the envelope; `False` re-raises it; a `str` is used as the content; an
+            exception type or tuple answers those types and re-raises others; a callable
+            builds the content for the types its annotation names.
+        errors_key: State key for error records, written when the state has that key.
+        Other keyword arguments are ToolNode's (`name`, `tags`, `messages_key`,
+            `wrap_tool_call`, `awrap_tool_call`) and keep their meaning.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool | Callable[..., Any]],
+        *,
+        policy: ToolPolicy | None = None,
+        policies: Mapping[str, ToolPolicy] | None = None,
+        name: str = "tools",
+        tags: list[str] | None = None,
+        handle_tool_errors: HandleToolErrors = True,
+        messages_key: str = "messages",
+        wrap_tool_call: ToolCallWrapper | None = None,
+        awrap_tool_call: AsyncToolCallWrapper | None = None,
+        errors_key: str | None = ERRORS_KEY,
+        runner: TimedRunner | None = None,
+    ) -> None:
+        self._user_wrap = wrap_tool_call
+        self._user_awrap = awrap_tool_call
+        self._handle = handle_tool_errors
+        self._errors_key = errors_key
+        # A sync-only user wrapper keeps ToolNode's meaning on the async path (it is
+        # called with a sync executor), so the pipeline then enters through ours too.
+        use_async = awrap_tool_call is not None or wrap_tool_call is None
+        super().__init__(
+            tools,
+            name=name,
+            tags=tags,
+            handle_tool_errors=False,
+            messages_key=messages_key,
+            wrap_tool_call=self._wrap,
+            awrap_tool_call=self._awrap if use_async else None,
+        )
+        self.pipeline = Pipeline(PolicyResolver(policy, policies), runner=runner)
+        self._tool_names = tuple(self.tools_by_name)
+        self._tool_list = list(self.tools_by_name.values())
+
+    # -- input ---------------------------------------------------------------------
+
+    def _parse_input(
+        self, input: list[AnyMessage] | dict[str, Any] | BaseModel
+    ) -> tuple[list[ToolCall], Literal["list", "dict", "tool_calls"]]:
+        tool_calls, input_type = super()._parse_input(input)
+        if input_type == "tool_calls":
+            return tool_calls, input_type
+        if isinstance(input, list):
+            messages = input
+        elif isinstance(input, dict):
+            messages = input.get(self._messages_key, [])
+        else:
+            messages = getattr(input, self._messages_key, [])
+        ai = next(m for m in reversed(messages) if isinstance(m, AIMessage))
+        if ai.invalid_tool_calls:
+            seen = {tc["id"] for tc in tool_calls}
+            tool_calls = list(tool_calls)
+            for bad in ai.invalid_tool_calls:
+                if bad.get("id") and bad["id"] not in seen:
+                    marked: dict[str, Any] = {
+                        "name": bad.get("name") or "",
+                        "args": {},
+                        "id": bad["id"],
+                        "type": "tool_call",
+                        INVALID_KEY: {"args": bad.get("args"), "error": bad.get("error")},
+                    }
+                    tool_calls.append(marked)  # type: ignore[arg-type]
+        return tool_calls, input_type
+
+    def _runtimes(
+        self,
+        input: Any,
+        tool_calls: list[ToolCall],
+        config: RunnableConfig,
+        runtime: Runtime[Any],
+    ) -> list[ToolRuntime]:
+        out = []
+        for call, cfg in zip(tool_calls, get_config_list(config, len(tool_calls)), strict=False):
+            values = {
+                "state": self._extract_state(input, cfg),
+                "tool_call_id": call["id"],
+                "config": cfg,
+                "context": runtime.context,
+                "store": runtime.store,
+                "stream_writer": runtime.stream_writer,
+                "tools": self._tool_list,
+                "execution_info": getattr(runtime, "execution_info", None),
+                "server_info": getattr(runtime, "server_info", None),
+            }
+            out.append(ToolRuntime(**{k: v for k, v in values.items() if k in _RUNTIME_FIELDS}))
+        return out
+
+    # -- drivers -------------------------------------------------------------------
+
+    def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        tool_calls, input_type = self._parse_input(input)
+        runtimes = self._runtimes(input, tool_calls, config, runtime)
+        n = len(tool_calls)
+        if n <= 1:
+            outputs = [
+                self._run_one(tc, input_type, rt)
+                for tc, rt in zip(tool_calls, runtimes, strict=True)
+            ]
+        else:
+            limit = config.get("max_concurrency") or n
+            gate = threading.BoundedSemaphore(limit) if limit < n else None
+
+            def job(i: int) -> Any:
+                if gate is None:
+                    return self._run_one(tool_calls[i], input_type, runtimes[i])
+                with gate:
+                    return self._run_one(tool_calls[i], input_type, runtimes[i])
+
+            pool = dispatch_pool()
+            futures = [pool.submit(_bind(contextvars.copy_context(), job, i)) for i in range(1, n)]
+            first: list[Any] = []
+            error: BaseException | None = None
+            try:
+                first.append(job(0))
+            except BaseException as exc:  # re-raised once the siblings are done
+                error = exc
+            rest = []
+            for fut in futures:
+                try:
+                    rest.append(fut.result())
+                except BaseException as exc:
+                    error = error or exc
+            if error is not None:
+                raise error
+            outputs = first + rest
+        return self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
+
+    async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        tool_calls, input_type = self._parse_input(input)
+        runtimes = self._runtimes(input, tool_calls, config, runtime)
+        limit = config.get("max_concurrency")
+        gate = asyncio.Semaphore(limit) if limit and limit < len(tool_calls) else None
+
+        async def job(tc: ToolCall, rt: ToolRuntime) -> Any:
+            if gate is None:
+                return await self._arun_one(tc, input_type, rt)
+            async with gate:
+                return await self._arun_one(tc, input_type, rt)
+
+        outputs = await asyncio.gather(
+            *(job(tc, rt) for tc, rt in zip(tool_calls, runtimes, strict=True))
+        )
+        return self._with_errors(self._combine_tool_outputs(list(outputs), input_type), input)
+
+    async def _arun_one(
+        self,
+        call: ToolCall,
+        input_type: Literal["list", "dict", "tool_calls"],
+        tool_runtime: ToolRuntime,
+    ) -> Any:
+        _INPUT_TYPE.set(input_type)  # task-local: read by `_awrap` for sync tools
+        return await super()._arun_one(call, input_type, tool_runtime)
+
+    def _with_errors(self, output: Any, input: Any) -> Any:
+        key = self._errors_key
+        if not key or not isinstance(input, dict) or key not in input:
+            return output
+        messages: list[Any] = []
+        if isinstance(output, dict):
+            messages = output.get(self._messages_key, [])
+        else:
+            for item in output:
+                if isinstance(item, dict):
+                    messages.extend(item.get(self._messages_key, []))
+        records = [
+            msg.response_metadata["tool_error"]
+            for msg in messages
+            if isinstance(msg, ToolMessage) and "tool_error" in msg.response_metadata
+        ]
+        if not records:
+            return output
+        if isinstance(output, dict):
+            return {**output, key: records}
+        return [*output, {key: records}]
+
+    # -- the wrapper ToolNode calls for every tool call -------------------------------
+
+    def _new_call(self, request: ToolCallRequest) -> Call:
+        tc = request.tool_call
+        bad: Any = tc.get(INVALID_KEY)  # type: ignore[misc]
+        call = self.pipeline.new_call(
+            call_id=tc["id"] or "",
+            name=tc["name"],
+            args=dict(tc["args"]) if isinstance(tc["args"], dict) else {},
+            tool=request.tool,
+            valid_tools=self._tool_names,
+            thread_id=thread_id_of(request.runtime.config if request.runtime else None),
+            state=request.state,
+            passthrough_unknown=self._user_wrap is not None or self._user_awrap is not None,
+        )
+        if bad is not None:
+            call.raw_args = bad.get("args")
+            call.parse_error = bad.get("error") or "the arguments are not valid JSON"
+        return call
+
+    @staticmethod
+    def _request_for(request: ToolCallRequest, call: Call) -> ToolCallRequest:
+        tc: Any = {k: v for k, v in request.tool_call.items() if k != INVALID_KEY}
+        tc["args"] = call.args
+        return request.override(tool_call=tc)
+
+    def _guard(self, request: ToolCallRequest) -> None:
+        if request.tool is None:
+            raise UnknownTool(request.tool_call["name"], self._tool_names)
+
+    def _wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        def guarded(req: ToolCallRequest) -> Any:
+            self._guard(req)
+            return execute(req)
+
+        user = self._user_wrap
+        call = self._new_call(request)
+        if user is None:
+            call.run = lambda c: guarded(self._request_for(request, c))
+        else:
+            call.run = lambda c: user(self._request_for(request, c), guarded)
+        return self._answer(self.pipeline.run(call))
+
+    async def _awrap(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
+    ) -> Any:
+        async def guarded(req: ToolCallRequest) -> Any:
+            self._guard(req)
+            return await execute(req)
+
+        user = self._user_awrap
+        call = self._new_call(request)
+        if user is None:
+            call.arun = lambda c: guarded(self._request_for(request, c))
+            tool = request.tool
+            if tool is not None and not has_native_async(tool):
+                # A sync tool runs on the pipeline's own workers, where a timed-out
+                # thread is counted and never holds up the event loop's executor.
+                input_type = _INPUT_TYPE.get()
+
+                def run_sync(c: Call) -> Any:
+                    req = self._request_for(request, c)
+                    return self._execute_tool_sync(req, input_type, req.runtime.config)
+
+                call.run = run_sync
+                call.offload = True
+        else:
+            call.arun = lambda c: user(self._request_for(request, c), guarded)
+        return self._answer(await self.pipeline.arun(call))
+
+    def _answer(self, outcome: Outcome) -> ToolMessage | Command[Any]:
+        call, failure = outcome.call, outcome.failure
+        if failure is None:
+            return success_message(outcome.value, call)
+        cause, handle = failure.cause, self._handle
+        if failure.error is not ToolErrorType.TOOL_ERROR or cause is None or handle is True:
+            return failure_message(failure, call)
+        if handle is False:
+            raise cause
+        if isinstance(handle, str):
+            return failure_message(failure, call, content=handle)
+        if isinstance(handle, (type, tuple)):
+            if isinstance(cause, handle):
+                return failure_message(failure, call)
+            raise cause
+        if isinstance(cause, _infer_handled_types(handle)):
+            return failure_message(failure, call, content=str(handle(cause)))
+        raise cause
+
+
+def _bind(ctx: contextvars.Context, fn: Callable[[int], Any], i: int) -> Callable[[], Any]:
+    return lambda: ctx.run(fn, i)

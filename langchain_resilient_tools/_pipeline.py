@@ -1,0 +1,164 @@
+"""The pipeline: the stage order, written once, and the sync/async drivers around it.
+
+Every adapter (`ResilientTool`, `ResilientToolNode`, `ResilientToolsMiddleware`) turns
+its input into a `Call`, hands it to `Pipeline.run`/`Pipeline.arun`, and renders the
+`Outcome`. Stages run outermost first; the last one runs the tool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+
+from ._call import Call, CallRecord
+from ._classify import Failure, classify
+from ._errors import ResilienceSignal, ToolRaised
+from ._executor import TimedRunner, default_runner
+from ._policy import PolicyResolver
+from ._stages import AsyncNext, Env, Next, Stage
+from ._stages.admit import AdmitStage
+from ._stages.attempt import AttemptStage
+from ._stages.retry import RetryStage
+
+try:
+    from langgraph.errors import is_invalid_resume
+except ImportError:  # pragma: no cover - older langgraph
+
+    def is_invalid_resume(error: BaseException) -> bool:
+        return False
+
+
+STAGES: tuple[type[Stage], ...] = (
+    AdmitStage,  # unknown tools and unparseable calls stop here
+    RetryStage,  # idempotency-aware retry with backoff
+    AttemptStage,  # one attempt with a deadline; runs the tool
+)
+"""The stage order, outermost first. This is the only place it is written."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A finished call: either `value` (what answered it) or `failure`."""
+
+    call: Call
+    value: Any = None
+    failure: Failure | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+def _passes_through(exc: BaseException) -> bool:
+    """LangGraph control flow, and resume errors no model can fix, are never handled."""
+    return isinstance(exc, GraphBubbleUp) or is_invalid_resume(exc)
+
+
+def _terminal(call: Call) -> Any:
+    assert call.run is not None, "the adapter gives every call a sync runner"
+    try:
+        return call.run(call)
+    except ResilienceSignal:
+        raise
+    except Exception as exc:
+        if _passes_through(exc):
+            raise
+        raise ToolRaised(exc) from exc
+
+
+async def _aterminal(call: Call) -> Any:
+    assert call.arun is not None, "the adapter gives every call an async runner"
+    try:
+        return await call.arun(call)
+    except ResilienceSignal:
+        raise
+    except Exception as exc:
+        if _passes_through(exc):
+            raise
+        raise ToolRaised(exc) from exc
+
+
+class Pipeline:
+    """The stages of `STAGES`, bound to one adapter's policies and resources."""
+
+    def __init__(
+        self,
+        resolver: PolicyResolver,
+        *,
+        runner: TimedRunner | None = None,
+        stages: Sequence[type[Stage]] = STAGES,
+        on_outcome: Callable[[Outcome], None] | None = None,
+    ) -> None:
+        self.resolver = resolver
+        self.env = Env(runner=runner or default_runner(), sync_terminal=_terminal)
+        self.stages = [cls(self.env) for cls in stages]
+        self._on_outcome = on_outcome
+        chain: Next = _terminal
+        achain: AsyncNext = _aterminal
+        for stage in reversed(self.stages):
+            chain = partial(stage.wrap, call_next=chain)
+            achain = partial(stage.awrap, call_next=achain)
+        self._chain = chain
+        self._achain = achain
+
+    def new_call(
+        self,
+        *,
+        call_id: str,
+        name: str,
+        args: dict[str, Any],
+        tool: BaseTool | None,
+        valid_tools: Sequence[str] = (),
+        **fields: Any,
+    ) -> Call:
+        """A `Call` for `name` with its resolved policy and a fresh record."""
+        return Call(
+            id=call_id,
+            name=name,
+            args=args,
+            tool=tool,
+            resolved=self.resolver.resolve(name),
+            record=CallRecord(tool=name, call_id=call_id),
+            valid_tools=tuple(valid_tools),
+            **fields,
+        )
+
+    def run(self, call: Call) -> Outcome:
+        """Drive `call` through the stages (sync). Never raises but for control flow."""
+        start = time.perf_counter()
+        try:
+            outcome = Outcome(call, value=self._chain(call))
+        except Exception as exc:
+            if _passes_through(exc):
+                raise
+            outcome = Outcome(call, failure=classify(exc, call))
+        return self._finish(outcome, start)
+
+    async def arun(self, call: Call) -> Outcome:
+        """Drive `call` through the stages (async). Never raises but for control flow."""
+        start = time.perf_counter()
+        try:
+            outcome = Outcome(call, value=await self._achain(call))
+        except Exception as exc:
+            if _passes_through(exc):
+                raise
+            outcome = Outcome(call, failure=classify(exc, call))
+        return self._finish(outcome, start)
+
+    def _finish(self, outcome: Outcome, start: float) -> Outcome:
+        record = outcome.call.record
+        record.duration_ms = (time.perf_counter() - start) * 1000
+        if outcome.failure is None:
+            record.outcome = "success"
+        else:
+            record.outcome = "error"
+            record.error = outcome.failure.error
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
+        return outcome

@@ -1,0 +1,281 @@
+"""Scrub error text before a language model sees it.
+
+``redact`` masks credentials (secret-looking ``key=value`` pairs, auth schemes, provider API
+keys, JWTs, URL passwords, PEM private keys, long random tokens), unwraps exception reprs and
+drops traceback frames, file paths and memory addresses, then collapses whitespace and cuts.
+It is idempotent, bounds its work and never raises. ``mask_value`` renders one argument value
+briefly and safely; ``looks_secret_key`` tells whether a field name denotes a secret.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["looks_secret_key", "mask_value", "redact"]
+
+_MAX_INPUT = 20_000
+_MASK, _ELL = "***", "…"
+_HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "session", "bearer")
+_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "passkey",
+    "secret",
+    "credential",
+    "apikey",
+    "accesskey",
+    "privatekey",
+    "signingkey",
+    "encryptionkey",
+    "masterkey",
+    "authkey",
+    "sessionkey",
+    "sessionid",
+    "sessiontoken",
+    "authorization",
+    "cookie",
+    "bearer",
+)
+_ANY_WORDS, _LAST_WORDS = frozenset({"pwd", "auth", "jwt"}), frozenset({"token", "pass", "session"})
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_KEY_CHARS = _ALNUM | {".", "-"}
+_EXC_WORDS = ("Error(", "Exception(", "Warning(", "Exit(", "Interrupt(", "Timeout(")
+_NAME_CACHE: dict[str, bool] = {}
+
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_CTRL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
+_TB_LINE = re.compile(
+    r"Traceback \(most recent call last\):?|File \"[^\"\n]{0,500}\", line \d+(?:, in [^\s,]{1,99})?"
+    r"|During handling of the above exception, another exception occurred:?"
+    r"|The above exception was the direct cause of the following exception:?"
+)
+_EXC_REPR = re.compile(
+    r"\b(?:[A-Za-z_]\w{0,60}\.){0,6}(?P<cls>[A-Z]\w{0,60}?(?:Error|Exception|Warning|Exit"
+    r"|Interrupt|Timeout))\((?:\s*-?\d+,)?\s*(?:'(?P<sq>(?:[^'\\]|\\.){0,2000})'"
+    r"|\"(?P<dq>(?:[^\"\\]|\\.){0,2000})\")?(?:\s*,[^()]{0,200})?\s*\)"
+)
+_PEM = re.compile(
+    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,10}-----.*?"
+    r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,10}-----|\Z)",
+    re.DOTALL,
+)
+_URL_CREDS = re.compile(r"(?P<pre>://[^\s:/@]{0,200}:)[^\s/]{0,500}@")
+_KEY_AT = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})[\"']?\s*(?:=>|[:=])\s*")
+_VALUE = re.compile(
+    r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|(?P<open>[\"']?)"
+    r"(?P<scheme>(?i:bearer|basic|digest|token|bot)\s+)?[^\s,;&'\"…]+"
+)
+_SCHEME_AT = re.compile(r"(?i:bearer|basic|token)\s+(?P<t>[A-Za-z0-9\-._~+/]{3,}=*)")
+_PROVIDER_HINT = re.compile(
+    r"sk-|AKIA|ASIA|gh[pousr]_|github_pat_|xox|AIza|k_(?:live|test)_|glpat-"
+    r"|hf_|eyJ"
+)
+_PROVIDER = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:sk-(?=[A-Za-z_\-]*[0-9])[A-Za-z0-9_\-]{16,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}|xox[abprse]-[A-Za-z0-9\-]{10,}|AIza[0-9A-Za-z_\-]{30,}"
+    r"|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|glpat-[A-Za-z0-9_\-]{20,}|hf_[A-Za-z0-9]{30,}"
+    r"|eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*)"
+)  # last one: JWT
+_FILE_URL = re.compile(r"\bfile://[^\s\"'<>]*")
+_POSIX_PATH = re.compile(r"/(?<![\w/\\\-]/)[\w.\-~+@%]+(?:/[\w.\-~+@%]*)+")  # not in URLs/ratios
+_WIN_PATH = re.compile(r"(?<!\w)(?:[A-Za-z]:[\\/]|\\\\)[^\s\"'<>|*?:,;…]*")
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+/])[A-Za-z0-9_\-+/]{32,}=*(?![A-Za-z0-9_\-+/@])")
+_MEMADDR = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+
+
+def looks_secret_key(name: str) -> bool:
+    """True for argument/field names like password, passwd, pwd, secret, token, api_key, apiKey,
+    access_key, authorization, auth, credential(s), private_key, session_id, cookie
+    (case/separator-insensitive)."""
+    try:
+        raw = str(name)[:100]
+        known = _NAME_CACHE.get(raw)
+        if known is None:
+            words = [w.lower() for w in _NAME_WORDS.findall(raw)]
+            compact = "".join(words)
+            known = bool(words) and (
+                any(p in compact for p in _PARTS)
+                or not _ANY_WORDS.isdisjoint(words)
+                or words[-1] in _LAST_WORDS
+                or words[-1].endswith(("token", "pwd", "auth"))
+            )
+            if len(_NAME_CACHE) >= 4096:
+                _NAME_CACHE.clear()
+            _NAME_CACHE[raw] = known
+        return known
+    except Exception:
+        return False
+
+
+def _mixed(tok: str) -> bool:
+    return any(c.isdigit() for c in tok) and any(c.isalpha() for c in tok)
+
+
+def _strip_traceback(s: str) -> str:
+    if "\n" in s:  # drop header/frame lines and every line indented under them
+        out: list[str] = []
+        skip_deeper: int | None = None
+        for line in s.split("\n"):
+            indent = len(line) - len(line.lstrip())
+            if skip_deeper is not None and (not line.strip() or indent > skip_deeper):
+                continue
+            head = _TB_LINE.search(line)
+            skip_deeper, line = (indent, line[: head.start()]) if head else (None, line)
+            out.append(line)
+        s = "\n".join(out)
+    return _TB_LINE.sub(" ", s)
+
+
+def _exc_sub(m: re.Match[str]) -> str:
+    inner = m.group("sq") if m.group("sq") is not None else m.group("dq")
+    return inner if inner and inner.strip() else m.group("cls")
+
+
+def _token_sub(m: re.Match[str]) -> str:
+    tok = m.group(0)
+    if "/" not in tok:
+        return _MASK if _mixed(tok) else tok
+    # Slash-separated runs are usually URL/path segments: mask only the random-looking ones.
+    return "/".join(_MASK if len(p) >= 16 and _mixed(p) else p for p in tok.split("/"))
+
+
+def _span_at(s: str, i: int, pairs: bool) -> tuple[int, int, str] | None:
+    """What to mask around hint word `i`: a secret key's value, or an auth scheme's token."""
+    if not pairs:
+        m = None if i and s[i - 1] in _ALNUM else _SCHEME_AT.match(s, i)
+        core = m.group("t").rstrip(".") if m else ""
+        if not m or (core.isalpha() and (core.isupper() or core[1:].islower())):
+            return None  # no token, or a plain word as in "Bearer token missing", "Basic Auth"
+        return m.start("t"), m.start("t") + len(core), _MASK
+    j = i  # walk back from the hint to the start of the key that contains it
+    while j > 0 and i - j < 64 and s[j - 1] in _KEY_CHARS:
+        j -= 1
+    while j < i and s[j] in "-.0123456789":
+        j += 1
+    k = None if j and s[j - 1] in _ALNUM else _KEY_AT.match(s, j)
+    v = _VALUE.match(s, k.end()) if k and looks_secret_key(k.group("key")) else None
+    if k is None or v is None:
+        return None
+    val, opened = v.group(0), v.group("open") or ""
+    if len(val) > 1 and val[0] in "\"'" and val[-1] == val[0] and not opened:
+        return k.end(), v.end(), val[0] + _MASK + val[0]
+    return k.end(), v.end(), opened + (v.group("scheme") or "") + _MASK
+
+
+def _rewrite(s: str, low: str, words: tuple[str, ...], pairs: bool) -> str:
+    hits: set[int] = set()  # str.find per hint word is far cheaper than one big regex scan
+    for w in words:
+        i = low.find(w)
+        while i != -1 and len(hits) < 1000:
+            hits.add(i)
+            i = low.find(w, i + 1)
+    out: list[str] = []
+    pos = 0
+    for i in sorted(hits):
+        span = _span_at(s, i, pairs) if i >= pos else None
+        if span is not None and span[0] >= pos:
+            out += [s[pos : span[0]], span[2]]
+            pos = span[1]
+    return "".join([*out, s[pos:]])
+
+
+def _one_pass(s: str) -> str:
+    # Each step is guarded by a cheap substring test: most messages skip most regexes.
+    if not s.isprintable():
+        s = _CTRL.sub(" ", _ANSI.sub("", s))
+    if "Traceback" in s or 'File "' in s or "above exception" in s:
+        s = _strip_traceback(s)
+    if "(" in s and any(w in s for w in _EXC_WORDS):
+        s = _EXC_REPR.sub(_exc_sub, s)
+    if "-----BEGIN" in s:
+        s = _PEM.sub(_MASK, s)
+    if "://" in s and "@" in s:
+        s = _URL_CREDS.sub(r"\g<pre>***@", s)
+    low = s.lower()
+    if any(h in low for h in _HINTS):
+        s = _rewrite(s, low, _HINTS, True)
+        low = s.lower()
+    if "bearer" in low or "basic" in low or "token" in low:
+        s = _rewrite(s, low, ("bearer", "basic", "token"), False)
+    if _PROVIDER_HINT.search(s):
+        s = _PROVIDER.sub(_MASK, s)
+    if "/" in s:
+        s = _POSIX_PATH.sub("<path>", _FILE_URL.sub("<path>", s) if "file:" in s else s)
+    if "\\" in s or s.count(":/") > s.count("://"):
+        s = _WIN_PATH.sub("<path>", s)
+    if len(s) >= 32:
+        s = _TOKEN.sub(_token_sub, s)
+    if "0x" in s:
+        s = _MEMADDR.sub("0x" + _ELL, s)
+    return " ".join(s.split())
+
+
+def redact(text: str, *, limit: int = 300) -> str:
+    """Mask secrets, strip tracebacks and file paths, collapse whitespace, cut to `limit` chars
+    (with a trailing '…' when cut)."""
+    try:
+        s = text if isinstance(text, str) else str(text)
+        if len(s) > _MAX_INPUT:
+            s = s[:_MAX_INPUT] + _ELL
+        for _ in range(4):
+            for _ in range(4):  # run to a fixed point: this is what makes redact idempotent
+                out = _one_pass(s)
+                if out == s:
+                    break
+                s = out
+            if len(s) <= limit:
+                return s
+            # Cut the already-redacted text, and never inside a "***" mask.
+            s = s[: max(limit - 1, 0)].rstrip().rstrip("*").rstrip() + _ELL
+        return s[: max(limit, 0)]
+    except Exception:
+        return "[unprintable message]"[: limit if isinstance(limit, int) and limit > 0 else 0]
+
+
+def _render(value: object, depth: int, budget: int) -> str:
+    if isinstance(value, str):
+        return '"' + redact(value, limit=budget).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true" if value else "false"
+    if isinstance(value, (int, float)):  # (a huge int cannot even be converted to str)
+        return repr(value) if not isinstance(value, int) or value.bit_length() < 4000 else "<int>"
+    if not isinstance(value, (dict, list, tuple, set, frozenset)):
+        return redact(str(value), limit=budget)
+    parts: list[str] = []
+    used = 0
+    for item in value.items() if isinstance(value, dict) else value:
+        if depth >= 3 or used > budget:
+            parts.append(_ELL)
+            break
+        if isinstance(value, dict):  # the values of secret-looking keys are never shown
+            hide = isinstance(item[0], str) and looks_secret_key(item[0])
+            shown = '"***"' if hide else _render(item[1], depth + 1, budget)
+            parts.append(_render(str(item[0]), depth, 40) + ": " + shown)
+        else:
+            parts.append(_render(item, depth + 1, budget))
+        used += len(parts[-1]) + 2
+    return ("{%s}" if isinstance(value, dict) else "[%s]") % ", ".join(parts)
+
+
+def mask_value(value: object, *, limit: int = 80) -> str:
+    """Short, safe rendering of one argument value received from a model, for feedback like
+    "received 'five'": repr-like for str (quoted), json-ish for others, secrets masked,
+    truncated."""
+    if limit <= 0:
+        return ""
+    try:
+        if not isinstance(value, str):
+            out = _render(value, 0, limit)
+            return out if len(out) <= limit else out[: limit - 1] + _ELL
+        s = redact(value, limit=limit)
+        n = len(s)
+        while True:  # shorten until the quoted, escaped form fits
+            out = repr(s if n >= len(s) else s[:n].rstrip().rstrip("*") + _ELL)
+            if len(out) <= limit or n <= 0:
+                return out[:limit]
+            n -= max(1, len(out) - limit)
+    except Exception:
+        return "<unprintable value>"[:limit]

@@ -1,0 +1,46 @@
+"""Pipeline stages: one module each, all of the same shape.
+
+A stage wraps the rest of the pipeline: ``wrap(call, call_next)`` for the sync driver
+and ``awrap(call, call_next)`` for the async one. It may change the call, answer it
+without calling on, retry, or raise a `ResilienceSignal` to fail it. The order of the
+stages is written once, in `langchain_resilient_tools._pipeline.STAGES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .._call import Call
+from .._executor import TimedRunner
+
+Next = Callable[[Call], Any]
+AsyncNext = Callable[[Call], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class Env:
+    """What stages share within one pipeline (one adapter instance)."""
+
+    runner: TimedRunner
+    """Runs sync attempts with a deadline on persistent worker threads."""
+    sync_terminal: Next
+    """Executes the tool once, sync (the end of the chain)."""
+    resources: dict[str, Any] = field(default_factory=dict)
+    """Per-pipeline state owned by stages, keyed by stage name."""
+
+
+class Stage:
+    """Base class: a stage that only passes the call on."""
+
+    name: ClassVar[str] = "stage"
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        return call_next(call)
+
+    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
+        return await call_next(call)

@@ -1,0 +1,143 @@
+"""Shared fixtures: every adapter, sync and async, behind one `harness` interface.
+
+`harness.run(tools, tool_calls, ...)` sends one AIMessage with those calls through the
+adapter under test and returns the ToolMessages that answered it (by call id), the
+``tool_errors`` records and the whole final state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolNode
+
+from langchain_resilient_tools import (
+    ResilientTool,
+    ResilientToolNode,
+    ResilientToolsState,
+    ToolPolicy,
+    set_testing,
+)
+from langchain_resilient_tools._policy import PolicyResolver
+from langchain_resilient_tools.testing import ScriptedChatModel
+
+ADAPTERS = ("node", "tool", "middleware")
+MODES = ("sync", "async")
+
+
+@dataclass
+class Result:
+    messages: dict[str, ToolMessage]
+    tool_errors: list[dict[str, Any]]
+    state: dict[str, Any]
+
+    def __getitem__(self, call_id: str) -> ToolMessage:
+        return self.messages[call_id]
+
+
+@dataclass
+class Harness:
+    adapter: str
+    mode: str
+    releases: list[threading.Event] = field(default_factory=list)
+
+    def build(
+        self,
+        tools: Sequence[BaseTool],
+        *,
+        policy: ToolPolicy | None = None,
+        policies: Mapping[str, ToolPolicy] | None = None,
+        checkpointer: Any = None,
+        ai: AIMessage | None = None,
+    ) -> Any:
+        if self.adapter == "middleware":
+            from langchain.agents import create_agent
+
+            from langchain_resilient_tools import ResilientToolsMiddleware
+
+            script = [ai or AIMessage("done"), AIMessage("done")]
+            return create_agent(
+                ScriptedChatModel(script=script),
+                tools=list(tools),
+                middleware=[ResilientToolsMiddleware(policy=policy, policies=policies)],
+                checkpointer=checkpointer,
+            )
+        if self.adapter == "node":
+            node: Any = ResilientToolNode(tools, policy=policy, policies=policies)
+        else:
+            resolver = PolicyResolver(policy, policies)
+            wrapped = [ResilientTool.wrap(t, policy=resolver.resolve(t.name).policy) for t in tools]
+            node = ToolNode(wrapped, handle_tool_errors=True)
+        graph = StateGraph(ResilientToolsState)
+        graph.add_node("tools", node)
+        graph.add_edge(START, "tools")
+        graph.add_edge("tools", END)
+        return graph.compile(checkpointer=checkpointer)
+
+    def invoke(self, graph: Any, payload: Any, config: dict[str, Any] | None = None) -> Any:
+        if self.mode == "sync":
+            return graph.invoke(payload, config)
+        # Not asyncio.run: it waits for the loop's executor threads, and a hung sync
+        # tool under create_agent runs on one (released when the test ends).
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(graph.ainvoke(payload, config))
+        finally:
+            loop.close()
+
+    def run(
+        self,
+        tools: Sequence[BaseTool],
+        tool_calls: Sequence[dict[str, Any]] = (),
+        *,
+        invalid_tool_calls: Sequence[dict[str, Any]] = (),
+        policy: ToolPolicy | None = None,
+        policies: Mapping[str, ToolPolicy] | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> Result:
+        ai = AIMessage("", tool_calls=list(tool_calls), invalid_tool_calls=list(invalid_tool_calls))
+        graph = self.build(tools, policy=policy, policies=policies, ai=ai)
+        if self.adapter == "middleware":
+            payload: Any = {"messages": [HumanMessage("go")]}
+        else:
+            payload = {"messages": [ai]}
+        state = self.invoke(graph, payload, config)
+        answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+        return Result(answers, list(state.get("tool_errors", [])), state)
+
+    def hang_event(self) -> threading.Event:
+        """An event that hung test tools wait on; released when the test ends."""
+        event = threading.Event()
+        self.releases.append(event)
+        return event
+
+
+@pytest.fixture(params=[(a, m) for a in ADAPTERS for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}")
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    h = Harness(*request.param)
+    yield h
+    for event in h.releases:
+        event.set()
+
+
+@pytest.fixture(autouse=True)
+def testing_mode() -> Iterator[Any]:
+    """No real backoff sleeps in unit tests; the handle records the waits asked for."""
+    with set_testing(True) as t:
+        yield t
+
+
+@pytest.fixture(autouse=True)
+def reset_counts() -> Iterator[None]:
+    from tests.tools import CALLS
+
+    CALLS.clear()
+    yield

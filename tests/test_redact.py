@@ -1,0 +1,431 @@
+"""Tests for `langchain_resilient_tools._redact`: secrets, tracebacks, paths and reprs never
+reach the model, while the human-readable part of a message survives."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from langchain_resilient_tools._redact import looks_secret_key, mask_value, redact
+
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"
+    ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+)
+
+# (message, secret text that must disappear, words that must survive)
+SECRET_CASES = [
+    ("login failed: password=hunter2, user=bob", "hunter2", ["login failed", "password", "bob"]),
+    ("password: hunter2 was rejected", "hunter2", ["password", "was rejected"]),
+    ('bad config {"password": "hunter2", "city": "Paris"}', "hunter2", ["password", "Paris"]),
+    ("bad config {'apiKey': 'k3y-v4lue', 'city': 'Paris'}", "k3y-v4lue", ["apiKey", "Paris"]),
+    ("api_key='abc123' refused", "abc123", ["api_key", "refused"]),
+    ("client_secret = s3cr3tValue; retry", "s3cr3tValue", ["client_secret", "retry"]),
+    ("X-Api-Key: zz9-top-secret rejected", "zz9-top-secret", ["X-Api-Key", "rejected"]),
+    ("session_id=abcdef0123 expired", "abcdef0123", ["session_id", "expired"]),
+    ("cookie: sid=938af7 was stale", "938af7", ["cookie", "was stale"]),
+    ("run with --password=hunter2 failed", "hunter2", ["--password", "failed"]),
+    ("export OPENAI_API_KEY=sk-abc123 first", "sk-abc123", ["OPENAI_API_KEY", "first"]),
+    ("Authorization: Bearer xyz was rejected", "xyz", ["Authorization: Bearer", "rejected"]),
+    ("Authorization: Basic dXNlcjpwYXNz denied", "dXNlcjpwYXNz", ["Authorization", "denied"]),
+    ("upstream said Bearer abc.DEF-123_456 is invalid", "abc.DEF-123_456", ["Bearer", "invalid"]),
+    ("sent Basic dXNlcjpwYXNz to proxy", "dXNlcjpwYXNz", ["sent Basic", "to proxy"]),
+    (
+        "key sk-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL is invalid",
+        "abcdefghijklmnop",
+        ["key", "is invalid"],
+    ),
+    ("key sk-proj-Ab3dEf6hIj9kLm2nOp5q-rS8tUv_w invalid", "Ab3dEf6hIj9kLm2n", ["key", "invalid"]),
+    ("key sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm denied", "Zx9Yw8Vu7Ts6Rq5Po4Nm", ["key", "denied"]),
+    ("AWS key AKIAIOSFODNN7EXAMPLE denied", "AKIAIOSFODNN7EXAMPLE", ["AWS key", "denied"]),
+    ("github ghp_16C7e42F292c6912E7710c838347Ae178B4a bad", "16C7e42F292c", ["github", "bad"]),
+    ("github gho_16C7e42F292c6912E7710c838347Ae178B4a bad", "16C7e42F292c", ["github", "bad"]),
+    ("pat github_pat_11ABCDEFG0123456789_abcdefghijklmnop x", "11ABCDEFG0123456789", ["pat"]),
+    ("slack xoxb-123456789012-abcdefghij failed", "123456789012", ["slack", "failed"]),
+    ("google AIzaSyA1234567890abcdefghijklmnopqrstuv bad", "SyA1234567890", ["google", "bad"]),
+    (f"jwt {JWT} expired", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9", ["jwt", "expired"]),
+    ("token a8f5f167f44f4964e6c998dee827110c rejected", "a8f5f167f44f4964", ["rejected"]),
+    ("blob Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZg== ignored", "Zm9vYmFy", ["blob", "ignored"]),
+    (
+        "could not connect to postgresql://admin:s3cr3t@db.internal:5432/app",
+        "s3cr3t",
+        ["could not connect to postgresql://admin:", "@db.internal:5432/app"],
+    ),
+    (
+        "GET https://api.example.com/v1/x?api_key=abc123&token=zzz9&q=paris failed",
+        "abc123",
+        ["https://api.example.com/v1/x?api_key=", "q=paris", "failed"],
+    ),
+    ("GET https://api.example.com/v1/x?api_key=abc123&token=zzz9&q=paris", "zzz9", ["token="]),
+    (
+        "key -----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1\n-----END RSA PRIVATE KEY----- ok",
+        "MIIEpAIBAAKCAQEA1",
+        ["key", "ok"],
+    ),
+    ("wrapped ValueError('password=hunter2') here", "hunter2", ["password", "here"]),
+    ("failed: pwd=hunter2", "hunter2", ["failed", "pwd="]),
+]
+
+
+@pytest.mark.parametrize(("message", "secret", "kept"), SECRET_CASES)
+def test_secret_is_masked_and_words_remain(message: str, secret: str, kept: list[str]) -> None:
+    out = redact(message)
+    assert secret not in out
+    assert "***" in out
+    for word in kept:
+        assert word in out
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("password=hunter2", "password=***"),
+        ("password: hunter2", "password: ***"),
+        ('{"password": "hunter2"}', '{"password": "***"}'),
+        ("token='abc'", "token='***'"),
+        ("Authorization: Bearer xyz", "Authorization: Bearer ***"),
+        ("Bearer abc123def456", "Bearer ***"),
+        ("postgresql://user:pass@host/db", "postgresql://user:***@host/db"),
+        ("redis://:hunter2@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("AKIAIOSFODNN7EXAMPLE", "***"),
+    ],
+)
+def test_exact_masking(message: str, expected: str) -> None:
+    assert redact(message) == expected
+
+
+TRACEBACK = """Traceback (most recent call last):
+  File "/home/u/app/tools/weather.py", line 42, in get_weather
+    data = fetch(city, api_key="sk-abcdefghijklmnopqrstu123")
+  File "/home/u/app/tools/http.py", line 7, in fetch
+    raise ValueError(f"city {city!r} not found")
+ValueError: city 'Paris' not found"""
+
+CHAINED = """Traceback (most recent call last):
+  File "/srv/app/x.py", line 3, in f
+    return table[key]
+KeyError: 'Paris'
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/srv/app/x.py", line 5, in f
+    raise LookupError("city not found")
+LookupError: city not found"""
+
+
+def test_traceback_reduced_to_final_message() -> None:
+    assert redact(TRACEBACK) == "ValueError: city 'Paris' not found"
+
+
+def test_chained_traceback_keeps_only_exception_lines() -> None:
+    assert redact(CHAINED) == "KeyError: 'Paris' LookupError: city not found"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'tool failed File "/x/y.py", line 3, in f: boom',
+        '  File "/x/y.py", line 3, in f\n    boom()\ntool failed: boom',
+        "Error while calling: Traceback (most recent call last): tool failed: boom",
+    ],
+)
+def test_frame_lines_dropped(message: str) -> None:
+    out = redact(message)
+    assert "File" not in out and "/x/y.py" not in out and "line 3" not in out
+    assert "Traceback" not in out
+    assert "boom" in out
+
+
+@pytest.mark.parametrize(
+    ("message", "hidden"),
+    [
+        ("cannot open /home/u/app/secrets.py now", "/home/u/app/secrets.py"),
+        ("cannot open /etc/x now", "/etc/x"),
+        ("cannot open ~/project/.env now", "project/.env"),
+        ("cannot open ./data/input.csv now", "data/input.csv"),
+        ("cannot open C:\\Users\\x\\y.txt now", "Users\\x\\y.txt"),
+        ("cannot open C:/Users/x/y.txt now", "Users/x/y.txt"),
+        ("cannot open \\\\server\\share\\f.txt now", "server\\share"),
+        ("cannot open file:///var/lib/data.db now", "/var/lib/data.db"),
+        ("[Errno 2] No such file or directory: '/tmp/cache/abc.json'", "/tmp/cache"),
+    ],
+)
+def test_paths_are_hidden(message: str, hidden: str) -> None:
+    out = redact(message)
+    assert hidden not in out
+    assert "<path>" in out
+    assert out.startswith(message.split(" ")[0])
+    assert out.endswith("now") or "No such file" in out
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "city 'Paris' not found",
+        "see https://api.example.com/v1/weather/forecast?city=Paris&days=3 for details",
+        "contact bob.smith+ops@example.com for access",
+        "ratio 3/4 exceeded on 2024/01/02 and/or later",
+        "max_tokens=500 is too large; token_count: 12",
+        "Bearer token missing; Basic Auth required",
+        "model gpt-4o-mini-2024-07-18 is unavailable",
+        "author: Victor Hugo, keyword: misérables",
+        "HTTP 404 from api.example.com/v1/items",
+        "order 1234567890123456789012345678901234567890 (digits only) unknown",
+    ],
+)
+def test_harmless_text_is_kept(message: str) -> None:
+    assert redact(message) == message
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("ValueError('city not found')", "city not found"),
+        ('KeyError("x")', "x"),
+        (
+            "error: requests.exceptions.HTTPError('503 Service Unavailable')",
+            "error: 503 Service Unavailable",
+        ),
+        ("OSError(2, 'No such file or directory')", "No such file or directory"),
+        ("ValueError()", "ValueError"),
+        ("got <app.Client object at 0x7f3a2b4c5d6e>", "got <app.Client object at 0x…>"),
+    ],
+)
+def test_exception_reprs_and_addresses(message: str, expected: str) -> None:
+    assert redact(message) == expected
+
+
+def test_whitespace_and_control_characters_collapse() -> None:
+    assert redact("  a\n\n\tb \x00 c\x1b[31m d\u200b  ") == "a b c d"
+
+
+@pytest.mark.parametrize("limit", [1, 2, 10, 50, 300])
+def test_truncation_respects_limit(limit: int) -> None:
+    out = redact("word " * 200, limit=limit)
+    assert len(out) <= limit
+    assert out.endswith("…")
+
+
+def test_truncation_never_reveals_a_masked_secret() -> None:
+    text = "x" * 95 + " password=hunter2 and more text after it"
+    for limit in range(90, 130):
+        out = redact(text, limit=limit)
+        assert "hunter" not in out and len(out) <= limit
+        assert redact(out, limit=limit) == out
+
+
+def test_short_text_untouched_and_zero_limit() -> None:
+    assert redact("ok", limit=2) == "ok"
+    assert redact("ok", limit=0) == ""
+    assert redact("") == ""
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "a" * 1_000_000,
+        "password=" * 100_000,
+        "/a" * 200_000,
+        "ValueError('" * 50_000,
+        "Traceback (most recent call last):\n" + "  x\n" * 100_000,
+        "A1" * 500_000,
+        "http://a:b" + "@" * 100_000,
+    ],
+)
+def test_huge_and_adversarial_input_is_bounded(message: str) -> None:
+    start = time.perf_counter()
+    out = redact(message)
+    assert time.perf_counter() - start < 2.0
+    assert len(out) <= 300
+
+
+def test_typical_message_is_fast() -> None:
+    message = (
+        "Tool 'get_weather' failed: upstream returned 401 for https://api.example.com/v1/weather"
+        "?city=Paris with Authorization: Bearer abc123def456 and password=hunter2; check "
+        "the credentials and retry later"
+    )
+    redact(message)
+    runs = 500
+    start = time.perf_counter()
+    for _ in range(runs):
+        redact(message)
+    per_call = (time.perf_counter() - start) / runs
+    assert per_call < 1e-3  # generous: ~20-50 µs on a laptop; this only catches blow-ups
+
+
+texts = st.one_of(
+    st.text(),
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "password",
+                    "=",
+                    ": ",
+                    " ",
+                    "\n",
+                    "'",
+                    '"',
+                    "Bearer ",
+                    "token",
+                    "sk-",
+                    "/",
+                    "\\",
+                    "://",
+                    "@",
+                    "ValueError(",
+                    ")",
+                    "Traceback (most recent call last):",
+                    'File "/a.py", line 1',
+                    "0x7f3a2b4c",
+                    "…",
+                    "*",
+                    "C:",
+                    "api_key",
+                    "A1b2C3d4E5",
+                    "-----BEGIN PRIVATE KEY-----",
+                    "eyJ",
+                    ".",
+                ]
+            ),
+            st.text(max_size=4),
+        ),
+        max_size=40,
+    ).map("".join),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_idempotent(text: str) -> None:
+    once = redact(text)
+    assert redact(once) == once
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, st.integers(min_value=0, max_value=400))
+def test_never_raises_and_respects_limit(text: str, limit: int) -> None:
+    out = redact(text, limit=limit)
+    assert isinstance(out, str)
+    assert len(out) <= limit
+    assert redact(out, limit=limit) == out
+    assert len(mask_value(text, limit=max(limit, 1))) <= max(limit, 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=6, max_size=30))
+def test_password_value_never_survives(secret: str) -> None:
+    for template in ("password={}", "password: {}", '{{"password": "{}"}}', "token='{}'"):
+        assert secret not in redact("failed " + template.format(secret) + " end")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("five", "'five'"),
+        ("it's", '"it\'s"'),
+        (5, "5"),
+        (2.5, "2.5"),
+        (None, "null"),
+        (True, "true"),
+        ([1, "a", None], '[1, "a", null]'),
+        ({"user": "bob", "password": "hunter2"}, '{"user": "bob", "password": "***"}'),
+        ({"auth": {"token": "abc"}}, '{"auth": "***"}'),
+        ({"q": "sk-proj-Ab3dEf6hIj9kLm2nOp5qrS8tUvw"}, '{"q": "***"}'),
+        ("sk-proj-Ab3dEf6hIj9kLm2nOp5qrS8tUvw", "'***'"),
+        ("AKIAIOSFODNN7EXAMPLE", "'***'"),
+        ("/home/u/.ssh/id_rsa", "'<path>'"),
+    ],
+)
+def test_mask_value(value: object, expected: str) -> None:
+    assert mask_value(value) == expected
+
+
+def test_mask_value_truncates() -> None:
+    out = mask_value("x" * 500)
+    assert len(out) <= 80 and out.startswith("'xxx") and out.endswith("…'")
+    assert len(mask_value(list(range(10_000)), limit=40)) <= 40
+    assert len(mask_value({str(i): "v" * 50 for i in range(100)}, limit=60)) <= 60
+    assert mask_value("anything", limit=0) == ""
+
+
+def test_mask_value_odd_objects() -> None:
+    class Boom:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert mask_value(Boom()) == "<unprintable value>"
+    assert mask_value(10**5000) == "<int>"
+    nested: list[object] = []
+    nested.append(nested)
+    assert len(mask_value(nested)) <= 80
+    assert "0x…" in mask_value(object())
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "password",
+        "PASSWORD",
+        "passwd",
+        "pwd",
+        "DB_PWD",
+        "secret",
+        "client_secret",
+        "token",
+        "access_token",
+        "refresh-token",
+        "csrftoken",
+        "api_key",
+        "apiKey",
+        "APIKey",
+        "X-Api-Key",
+        "access_key",
+        "authorization",
+        "Proxy-Authorization",
+        "auth",
+        "oauth",
+        "credential",
+        "credentials",
+        "private_key",
+        "privateKey",
+        "session_id",
+        "sessionId",
+        "cookie",
+        "Set-Cookie",
+        "db.password",
+    ],
+)
+def test_secret_key_names(name: str) -> None:
+    assert looks_secret_key(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "city",
+        "name",
+        "author",
+        "authority",
+        "authentication",
+        "max_tokens",
+        "token_count",
+        "tokenizer",
+        "keyword",
+        "key",
+        "monkey",
+        "primary_key",
+        "public_key",
+        "passport",
+        "bypass",
+        "session_timeout",
+    ],
+)
+def test_ordinary_key_names(name: str) -> None:
+    assert not looks_secret_key(name)

@@ -1,0 +1,221 @@
+"""The core scenario table, run against every adapter, sync and async."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from langchain_core.tools import ToolException
+
+from langchain_resilient_tools import RetryPolicy, ToolPolicy
+from langchain_resilient_tools.testing import invalid_call, tool_call
+from tests.conftest import Harness
+from tests.tools import (
+    CALLS,
+    failing_tool,
+    flaky_tool,
+    hung_async_tool,
+    hung_sync_tool,
+    ok_tool,
+)
+
+SECRETS = ("hunter2", "sk-live-abcdef1234567890abcdef", "/srv/app/secrets.py", "Traceback")
+
+
+def body(message: Any) -> dict[str, Any]:
+    assert message.status == "error", message.content
+    data = json.loads(message.content)
+    assert set(data) >= {"error", "tool", "message", "suggestion", "retryable", "attempts"}
+    return data
+
+
+def no_secrets(result: Any) -> None:
+    text = " ".join(str(m.content) for m in result.messages.values()) + json.dumps(
+        result.tool_errors, default=str
+    )
+    for secret in SECRETS:
+        assert secret not in text
+
+
+def test_success(harness: Harness) -> None:
+    result = harness.run([ok_tool()], [tool_call("get_weather", {"city": "Paris"}, id="c1")])
+    message = result["c1"]
+    assert message.status == "success"
+    assert message.content == "sunny in Paris"
+    record = message.response_metadata["resilience"]
+    assert record["attempts"] == 1 and record["outcome"] == "success"
+    assert result.tool_errors == []
+
+
+def test_transient_failure_then_success(harness: Harness, testing_mode: Any) -> None:
+    tool = flaky_tool("search_docs", failures=2)
+    result = harness.run([tool], [tool_call("search_docs", {"query": "q"}, id="c1")])
+    assert result["c1"].status == "success"
+    assert result["c1"].content == "result for q"
+    assert CALLS["search_docs"] == 3
+    assert result["c1"].response_metadata["resilience"]["attempts"] == 3
+    assert len(testing_mode.sleeps) == 2  # two backoff waits, none slept for real
+
+
+def test_transient_failure_exhausts_attempts(harness: Harness) -> None:
+    tool = flaky_tool("search_docs", failures=10)
+    policy = ToolPolicy(retry=RetryPolicy(max_attempts=4))
+    result = harness.run([tool], [tool_call("search_docs", {"query": "q"}, id="c1")], policy=policy)
+    data = body(result["c1"])
+    assert data["error"] == "transient_failure"
+    assert data["retryable"] is True and data["attempts"] == 4
+    assert CALLS["search_docs"] == 4
+    assert "fix your mistakes" not in data["message"].lower()
+    no_secrets(result)
+    if harness.adapter != "tool":  # a wrapped tool in a plain ToolNode cannot write state
+        assert [r["error"] for r in result.tool_errors] == ["transient_failure"]
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [ValueError("bad date, password=hunter2"), ToolException("no such city"), KeyError("x")],
+    ids=["ValueError", "ToolException", "KeyError"],
+)
+def test_non_retryable_error(harness: Harness, exc: Exception) -> None:
+    result = harness.run([failing_tool("get_city", exc)], [tool_call("get_city", {}, id="c1")])
+    data = body(result["c1"])
+    assert data["error"] == "tool_error" and data["retryable"] is False
+    assert CALLS["get_city"] == 1 and data["attempts"] == 1
+    assert "ValueError(" not in data["message"]
+    no_secrets(result)
+
+
+def test_unexpected_exception_is_opaque(harness: Harness) -> None:
+    exc = RuntimeError('Traceback (most recent call last): File "/srv/app/secrets.py" hunter2')
+    result = harness.run([failing_tool("get_city", exc)], [tool_call("get_city", {}, id="c1")])
+    data = body(result["c1"])
+    assert data["error"] == "tool_error"
+    assert "RuntimeError" in data["message"]
+    no_secrets(result)
+
+
+def test_timeout_of_hung_sync_tool(harness: Harness) -> None:
+    tool = hung_sync_tool("get_report", harness.hang_event())
+    policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=2))
+    start = time.monotonic()
+    result = harness.run([tool], [tool_call("get_report", {}, id="c1")], policy=policy)
+    elapsed = time.monotonic() - start
+    data = body(result["c1"])
+    assert data["error"] == "timeout" and data["retryable"] is True
+    assert data["attempts"] == 2
+    assert elapsed < 2 * 0.2 + 2.0  # control came back at the deadlines, not at 30 s
+
+
+def test_timeout_of_hung_async_tool(harness: Harness) -> None:
+    if harness.mode == "sync":
+        pytest.skip("an async-only tool is called from async code")
+    cancelled: list[str] = []
+    tool = hung_async_tool("get_report", cancelled)
+    policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=1))
+    start = time.monotonic()
+    result = harness.run([tool], [tool_call("get_report", {}, id="c1")], policy=policy)
+    elapsed = time.monotonic() - start
+    assert body(result["c1"])["error"] == "timeout"
+    assert elapsed < 0.2 + 2.0
+    assert cancelled == ["get_report"]  # cancellation reached the tool
+
+
+def test_non_idempotent_timeout_is_unknown_outcome(harness: Harness) -> None:
+    tool = hung_sync_tool("create_order", harness.hang_event())
+    policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=5))
+    result = harness.run([tool], [tool_call("create_order", {}, id="c1")], policy=policy)
+    data = body(result["c1"])
+    assert data["error"] == "unknown_outcome" and data["retryable"] is False
+    assert data["attempts"] == 1
+    assert CALLS["create_order"] == 1
+    assert "may or may not" in data["message"]
+
+
+def test_non_idempotent_connection_error_is_not_retried(harness: Harness) -> None:
+    tool = flaky_tool("send_email", failures=1)
+    result = harness.run([tool], [tool_call("send_email", {"query": "hi"}, id="c1")])
+    data = body(result["c1"])
+    assert data["error"] == "unknown_outcome"
+    assert CALLS["send_email"] == 1
+    no_secrets(result)
+
+
+def test_explicit_idempotent_wins_over_name(harness: Harness) -> None:
+    tool = flaky_tool("send_ping", failures=1)
+    policy = ToolPolicy(idempotent=True)
+    result = harness.run([tool], [tool_call("send_ping", {"query": "x"}, id="c1")], policy=policy)
+    assert result["c1"].status == "success"
+    assert CALLS["send_ping"] == 2
+
+
+def test_retry_on_predicate(harness: Harness) -> None:
+    tool = flaky_tool("get_quote", failures=1, exc_type=LookupError)
+    policy = ToolPolicy(retry=RetryPolicy(retry_on=LookupError))
+    result = harness.run([tool], [tool_call("get_quote", {"query": "x"}, id="c1")], policy=policy)
+    assert result["c1"].status == "success"
+    assert CALLS["get_quote"] == 2
+
+
+def test_per_tool_policy_overrides_only_its_fields(harness: Harness) -> None:
+    tools = [flaky_tool("get_a", failures=5), flaky_tool("get_b", failures=5)]
+    policy = ToolPolicy(retry=RetryPolicy(max_attempts=2))
+    policies = {"get_b": ToolPolicy(idempotent=False)}
+    result = harness.run(
+        tools,
+        [tool_call("get_a", {"query": "x"}, id="a"), tool_call("get_b", {"query": "x"}, id="b")],
+        policy=policy,
+        policies=policies,
+    )
+    assert (CALLS["get_a"], CALLS["get_b"]) == (2, 1)
+    assert body(result["b"])["error"] == "unknown_outcome"
+
+
+def test_unknown_tool(harness: Harness) -> None:
+    if harness.adapter == "tool":
+        pytest.skip("a wrapped tool is only reached by its own name")
+    result = harness.run([ok_tool()], [tool_call("get_wether", {"city": "x"}, id="c1")])
+    data = body(result["c1"])
+    assert data["error"] == "unknown_tool"
+    assert data["valid_tools"] == ["get_weather"]
+    assert data["closest"] == "get_weather"
+
+
+def test_invalid_tool_call_is_answered(harness: Harness) -> None:
+    if harness.adapter == "tool":
+        pytest.skip("invalid calls never reach a tool; the node and middleware answer them")
+    result = harness.run(
+        [ok_tool()],
+        [tool_call("get_weather", {"city": "Oslo"}, id="ok")],
+        invalid_tool_calls=[invalid_call("get_weather", "{city: Paris", id="bad")],
+    )
+    assert result["ok"].status == "success"
+    data = body(result["bad"])
+    assert data["error"] == "malformed_call"
+    assert "get_weather(city: string)" in data["suggestion"]
+
+
+def test_parallel_calls_one_hanging(harness: Harness) -> None:
+    hung = hung_sync_tool("get_slow", harness.hang_event())
+    policy = ToolPolicy(timeout=0.3, retry=RetryPolicy(max_attempts=1))
+    calls = [tool_call("get_slow", {}, id="slow")] + [
+        tool_call("get_weather", {"city": f"c{i}"}, id=f"ok{i}") for i in range(5)
+    ]
+    result = harness.run([hung, ok_tool()], calls, policy=policy)
+    assert body(result["slow"])["error"] == "timeout"
+    for i in range(5):
+        assert result[f"ok{i}"].content == f"sunny in c{i}"
+    assert len(result.messages) == 6
+
+
+def test_every_call_answered_exactly_once(harness: Harness) -> None:
+    calls = [
+        tool_call("get_weather", {"city": "a"}, id="1"),
+        tool_call("create_order", {}, id="2"),
+        tool_call("get_weather", {"city": "b"}, id="3"),
+    ]
+    tools = [ok_tool(), failing_tool("create_order", ValueError("out of stock"))]
+    result = harness.run(tools, calls)
+    state_answers = [m for m in result.state["messages"] if getattr(m, "tool_call_id", None)]
+    assert sorted(m.tool_call_id for m in state_answers) == ["1", "2", "3"]
