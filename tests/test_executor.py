@@ -1,0 +1,113 @@
+"""Worker threads: deadlines hold, abandoned threads are counted and bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+
+import pytest
+
+from langchain_resilient_tools._errors import AttemptTimeout, ThreadsExhausted
+from langchain_resilient_tools._executor import TimedRunner, WorkerPool, await_with_timeout
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+@pytest.fixture
+def release() -> object:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def test_result_and_exception_pass_through() -> None:
+    runner = TimedRunner(WorkerPool(2, name="t"))
+    assert runner.run("k", lambda: 42, 1.0, 2) == 42
+    with pytest.raises(KeyError):
+        runner.run("k", lambda: {}["x"], 1.0, 2)
+
+
+def test_a_tool_raising_timeout_error_is_not_a_deadline() -> None:
+    runner = TimedRunner(WorkerPool(2, name="t"))
+
+    def raises() -> None:
+        raise TimeoutError("the tool's own")
+
+    with pytest.raises(TimeoutError, match="the tool's own"):
+        runner.run("k", raises, 1.0, 2)
+
+
+def test_context_variables_reach_the_worker() -> None:
+    runner = TimedRunner(WorkerPool(2, name="t"))
+    VAR.set("caller")
+    assert runner.run("k", VAR.get, 1.0, 2) == "caller"
+
+
+def test_deadline_returns_and_abandoned_threads_are_bounded(release: threading.Event) -> None:
+    runner = TimedRunner(WorkerPool(8, name="t"))
+    start = time.monotonic()
+    for _ in range(2):
+        with pytest.raises(AttemptTimeout) as info:
+            runner.run("hung", lambda: release.wait(30), 0.05, 2)
+        assert info.value.started
+    assert time.monotonic() - start < 2.0
+    assert runner.abandoned("hung") == 2
+    with pytest.raises(ThreadsExhausted):
+        runner.run("hung", lambda: 1, 0.05, 2)
+    assert runner.run("other", lambda: 1, 1.0, 2) == 1  # other tools are unaffected
+    release.set()
+    deadline = time.monotonic() + 5
+    while runner.abandoned("hung") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert runner.abandoned() == 0
+
+
+def test_queued_work_that_never_started_is_cancelled(release: threading.Event) -> None:
+    runner = TimedRunner(WorkerPool(1, name="t"))
+    with pytest.raises(AttemptTimeout):
+        runner.run("a", lambda: release.wait(30), 0.05, 5)
+    ran: list[int] = []
+    with pytest.raises(AttemptTimeout) as info:
+        runner.run("b", lambda: ran.append(1), 0.05, 5)
+    assert info.value.started is False
+    release.set()
+    runner.pool.submit(lambda: None).result(5)  # one worker, FIFO: the queue is drained
+    assert ran == []
+
+
+def test_pool_threads_are_daemons_and_reused() -> None:
+    pool = WorkerPool(4, name="t")
+    names = {pool.submit(lambda: threading.current_thread()).result() for _ in range(20)}
+    assert all(t.daemon for t in names)
+    assert pool.threads <= 4
+
+
+def test_async_deadline_holds_even_if_the_task_ignores_cancellation() -> None:
+    async def stubborn() -> None:
+        for _ in range(3):
+            try:
+                await asyncio.sleep(0.3)
+            except asyncio.CancelledError:
+                continue
+
+    async def main() -> float:
+        start = time.monotonic()
+        with pytest.raises(AttemptTimeout):
+            await await_with_timeout(stubborn, 0.05)
+        return time.monotonic() - start
+
+    assert asyncio.run(main()) < 0.5
+
+
+def test_async_runner_offloads_sync_work(release: threading.Event) -> None:
+    runner = TimedRunner(WorkerPool(2, name="t"))
+
+    async def main() -> None:
+        assert await runner.arun("k", lambda: 7, 1.0, 2) == 7
+        with pytest.raises(AttemptTimeout):
+            await runner.arun("k", lambda: release.wait(30), 0.05, 2)
+        assert runner.abandoned("k") == 1
+
+    asyncio.run(main())
