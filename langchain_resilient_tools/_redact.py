@@ -16,26 +16,9 @@ __all__ = ["looks_secret_key", "mask_value", "redact"]
 _MAX_INPUT = 20_000
 _MASK, _ELL = "***", "…"
 _HINTS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "session", "bearer")
-_PARTS = (
-    "password",
-    "passwd",
-    "passphrase",
-    "passkey",
-    "secret",
-    "credential",
-    "apikey",
-    "accesskey",
-    "privatekey",
-    "signingkey",
-    "encryptionkey",
-    "masterkey",
-    "authkey",
-    "sessionkey",
-    "sessionid",
-    "sessiontoken",
-    "authorization",
-    "cookie",
-    "bearer",
+_PARTS = re.compile(
+    r"passw(?:or)?d|passphrase|passkey|secret|credential|cookie|bearer|authorization|sessionid"
+    r"|sessiontoken|(?:api|access|private|signing|encryption|master|auth|session)key"
 )
 _ANY_WORDS, _LAST_WORDS = frozenset({"pwd", "auth", "jwt"}), frozenset({"token", "pass", "session"})
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
@@ -92,20 +75,18 @@ def looks_secret_key(name: str) -> bool:
     (case/separator-insensitive)."""
     try:
         raw = str(name)[:100]
-        known = _NAME_CACHE.get(raw)
-        if known is None:
-            words = [w.lower() for w in _NAME_WORDS.findall(raw)]
-            compact = "".join(words)
-            known = bool(words) and (
-                any(p in compact for p in _PARTS)
-                or not _ANY_WORDS.isdisjoint(words)
-                or words[-1] in _LAST_WORDS
-                or words[-1].endswith(("token", "pwd", "auth"))
-            )
+        if raw not in _NAME_CACHE:
             if len(_NAME_CACHE) >= 4096:
                 _NAME_CACHE.clear()
-            _NAME_CACHE[raw] = known
-        return known
+            words = [w.lower() for w in _NAME_WORDS.findall(raw)]
+            last = words[-1] if words else ""
+            _NAME_CACHE[raw] = bool(
+                _PARTS.search("".join(words))
+                or not _ANY_WORDS.isdisjoint(words)
+                or last in _LAST_WORDS
+                or last.endswith(("token", "pwd", "auth"))
+            )
+        return _NAME_CACHE[raw]
     except Exception:
         return False
 
@@ -127,11 +108,6 @@ def _strip_traceback(s: str) -> str:
             out.append(line)
         s = "\n".join(out)
     return _TB_LINE.sub(" ", s)
-
-
-def _exc_sub(m: re.Match[str]) -> str:
-    inner = m.group("sq") if m.group("sq") is not None else m.group("dq")
-    return inner if inner and inner.strip() else m.group("cls")
 
 
 def _token_sub(m: re.Match[str]) -> str:
@@ -162,7 +138,8 @@ def _span_at(s: str, i: int, pairs: bool) -> tuple[int, int, str] | None:
     val, opened = v.group(0), v.group("open") or ""
     if len(val) > 1 and val[0] in "\"'" and val[-1] == val[0] and not opened:
         return k.end(), v.end(), val[0] + _MASK + val[0]
-    return k.end(), v.end(), opened + (v.group("scheme") or "") + _MASK
+    keep = (v.group("scheme") or "") if "auth" in k.group("key").lower() else ""
+    return k.end(), v.end(), opened + keep + _MASK  # "Authorization: Bearer ***"
 
 
 def _rewrite(s: str, low: str, words: tuple[str, ...], pairs: bool) -> str:
@@ -187,9 +164,11 @@ def _one_pass(s: str) -> str:
     if not s.isprintable():
         s = _CTRL.sub(" ", _ANSI.sub("", s))
     if "Traceback" in s or 'File "' in s or "above exception" in s:
+        if "\\n" in s:  # a repr'd traceback (e.g. str(KeyError(text))): restore its lines
+            s = s.replace("\\r\\n", "\n").replace("\\n", "\n")
         s = _strip_traceback(s)
     if "(" in s and any(w in s for w in _EXC_WORDS):
-        s = _EXC_REPR.sub(_exc_sub, s)
+        s = _EXC_REPR.sub(lambda m: m.group("sq") or m.group("dq") or m.group("cls"), s)
     if "-----BEGIN" in s:
         s = _PEM.sub(_MASK, s)
     if "://" in s and "@" in s:
