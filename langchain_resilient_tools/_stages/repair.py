@@ -1,0 +1,59 @@
+"""Argument repair: the outermost stage, so that every later stage sees the repaired call.
+
+Malformed calls (``call.parse_error``) whose text can be repaired become ordinary calls;
+names and types are repaired by `_repair.repair_call` against the tool's model-visible
+schema. Each repair is listed in ``call.record.repairs`` and one short notice tells the
+model which names or types were read differently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _messages as m
+from .._call import Call
+from .._repair import repair_call
+from .._validate import tool_schema
+from . import AsyncNext, Next, Stage
+
+_MAX_LISTED = 4
+
+
+def repair(call: Call) -> None:
+    """Repair `call` in place (arguments, or a malformed call's raw text)."""
+    if call.tool is None or call.schemaless:
+        return
+    policy = call.resolved.policy
+    if call.malformed:
+        if call.raw_args is None:
+            return
+        source: Any = call.raw_args
+    else:
+        source = call.args
+    facts = tool_schema(call.tool).facts
+    result = repair_call(source, facts, policy.aliases, unknown_args=policy.unknown_args)
+    if result.args is None:
+        if call.malformed and result.error:
+            call.parse_error = result.error
+        return
+    call.args = result.args
+    call.parse_error = None
+    record = call.record
+    record.repairs.extend(result.repairs)
+    if record.repairs:
+        listed = "; ".join(record.repairs[:_MAX_LISTED])
+        if len(record.repairs) > _MAX_LISTED:
+            listed += f"; and {len(record.repairs) - _MAX_LISTED} more"
+        record.notices.append(m.REPAIRED_NOTICE.format(repairs=listed))
+
+
+class RepairStage(Stage):
+    name = "repair"
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        repair(call)
+        return call_next(call)
+
+    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
+        repair(call)
+        return await call_next(call)

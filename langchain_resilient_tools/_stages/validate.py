@@ -1,0 +1,36 @@
+"""Client-side validation: the (repaired) arguments must fit the tool's schema.
+
+Runs right after admission, before anything that would remember or run the call, and
+fails it with `InvalidArguments` listing every problem (see `_validate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._call import Call
+from .._errors import InvalidArguments
+from .._validate import check, tool_schema
+from . import AsyncNext, Next, Stage
+
+
+def validate(call: Call) -> None:
+    """Raise `InvalidArguments` when `call.args` do not fit the tool's schema."""
+    if call.tool is None or call.schemaless or call.malformed:
+        return
+    reject = call.resolved.policy.unknown_args == "reject"
+    problems = check(tool_schema(call.tool), call.args, reject_unknown=reject)
+    if problems:
+        raise InvalidArguments(problems)
+
+
+class ValidateStage(Stage):
+    name = "validate"
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        validate(call)
+        return call_next(call)
+
+    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
+        validate(call)
+        return await call_next(call)
