@@ -1,0 +1,36 @@
+"""Is a failure the service's fault? Shared by the breaker, the fallback chain and retry.
+
+A *service failure* is one that says nothing about the call itself: a timeout, a busy
+tool, an open circuit, or an exception the retry policy treats as transient (connection
+errors, HTTP 429/5xx, ...). A bad argument (`ValueError`, a validation error, a
+`ToolException`) is not: the service answered, the question was wrong. Such failures do
+not trip the breaker and are never answered from a fallback.
+"""
+
+from __future__ import annotations
+
+from ._call import Call
+from ._classify import is_transient
+from ._errors import AttemptTimeout, CircuitOpen, ThreadsExhausted, ToolRaised
+
+
+def is_service_failure(exc: BaseException, call: Call) -> bool:
+    """Whether `exc`, raised for `call`, is an infrastructure failure of the tool's service."""
+    if isinstance(exc, (AttemptTimeout, ThreadsExhausted, CircuitOpen)):
+        return True
+    if not isinstance(exc, ToolRaised):
+        return False
+    original = exc.original
+    retry_on = call.resolved.policy.retry.retry_on
+    if retry_on is None:
+        return is_transient(original)
+    if isinstance(retry_on, (type, tuple)):
+        return isinstance(original, retry_on)
+    return bool(retry_on(original))
+
+
+def surely_not_executed(exc: BaseException) -> bool:
+    """Whether the tool certainly did not run (so even a write may be answered otherwise)."""
+    if isinstance(exc, (CircuitOpen, ThreadsExhausted)):
+        return True
+    return isinstance(exc, AttemptTimeout) and not exc.started
