@@ -1,0 +1,52 @@
+"""Prompt text that teaches a model to read this package's tool error envelope.
+
+Add `TOOL_ERROR_GUIDANCE` to the system prompt of an agent whose tools run through
+the pipeline, or let `with_tool_error_guidance` append it::
+
+    from langchain_resilient_tools.prompts import with_tool_error_guidance
+
+    agent = create_agent(model, tools, system_prompt=with_tool_error_guidance("You are ..."))
+"""
+
+from __future__ import annotations
+
+__all__ = ["TOOL_ERROR_GUIDANCE", "with_tool_error_guidance"]
+
+TOOL_ERROR_GUIDANCE = """\
+How to read tool failures:
+- A tool that failed answers with a JSON object instead of its result, e.g.
+  {"error": "timeout", "tool": "...", "message": "...", "suggestion": "...", \
+"retryable": true, "attempts": 2}.
+  "message" says what went wrong; "suggestion" says what to do next.
+- Never make up, guess or fill in a result for a call that failed. Use only what tools \
+actually returned.
+- "retryable": true means the same call may work if you make it again later; false \
+means repeating it unchanged will not help: fix the arguments it names, or take \
+another approach.
+- "unknown_outcome" means the action may or may not have happened. Before doing it \
+again, check whether it took effect (for example with a get, list or search tool); \
+if you cannot check, tell the user it is uncertain.
+- "duplicate_call" means you already made this exact call. Use the earlier result \
+instead of calling again.
+- A result that starts with a note in [square brackets] (for example a stale or \
+reused result) is real but comes with that caveat; pass the caveat on when it matters.
+- When a tool failed and you could not get around it, tell the user plainly which step \
+failed and what could not be done."""
+"""Guidance for the system prompt: what the error envelope means and how to act on it.
+
+Covers: never inventing a result after an error, when calling again can help
+(``retryable``), what ``unknown_outcome`` and ``duplicate_call`` ask of the model, marked
+results, and telling the user plainly when a tool failed."""
+
+
+def with_tool_error_guidance(system_prompt: str | None) -> str:
+    """`system_prompt` with `TOOL_ERROR_GUIDANCE` appended (once; `None` gives the guidance).
+
+    Applying it to a prompt that already contains the guidance returns that prompt
+    unchanged, so it is safe to call more than once.
+    """
+    if not system_prompt or not system_prompt.strip():
+        return TOOL_ERROR_GUIDANCE
+    if TOOL_ERROR_GUIDANCE in system_prompt:
+        return system_prompt
+    return f"{system_prompt.rstrip()}\n\n{TOOL_ERROR_GUIDANCE}"
