@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, get_type_hints
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, Tool
@@ -21,6 +21,12 @@ def thread_id_of(config: RunnableConfig | None) -> str | None:
     return None if value is None else str(value)
 
 
+def graph_store(config: RunnableConfig | None) -> Any:
+    """The graph's `BaseStore` from a run's config (inside a graph with a store), or `None`."""
+    runtime = ((config or {}).get("configurable") or {}).get("__pregel_runtime")
+    return getattr(runtime, "store", None)
+
+
 def _field_names(schema: Any) -> frozenset[str]:
     if isinstance(schema, dict):
         return frozenset(schema.get("properties", {}))
@@ -36,7 +42,27 @@ def _injected_keys_cached(tool: BaseTool) -> frozenset[str]:
         visible = _field_names(tool.tool_call_schema)
     except Exception:  # an unusual schema: treat every argument as the model's
         return frozenset()
-    return full - visible
+    return (full - visible) | _injected_params(tool)
+
+
+def _injected_params(tool: BaseTool) -> frozenset[str]:
+    """Injected parameters of the tool's function that its schema does not list.
+
+    A tool with a dict (JSON) schema, e.g. an MCP tool, declares ``runtime`` only in
+    its coroutine's signature; LangGraph injects it from there, and so must we skip it.
+    """
+    fn = getattr(tool, "func", None) or getattr(tool, "coroutine", None)
+    if fn is None:
+        return frozenset()
+    try:
+        from langchain_core.tools.base import _is_injected_arg_type
+
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception:  # unresolvable annotations: nothing we can tell
+        return frozenset()
+    return frozenset(
+        name for name, hint in hints.items() if name == "runtime" or _is_injected_arg_type(hint)
+    )
 
 
 def injected_keys(tool: BaseTool | None) -> frozenset[str]:
@@ -58,6 +84,13 @@ def split_args(
         return dict(args), {}
     visible = {k: v for k, v in args.items() if k not in hidden}
     return visible, {k: v for k, v in args.items() if k in hidden}
+
+
+def has_sync(tool: BaseTool) -> bool:
+    """Whether the tool can run sync (MCP tools, for one, are async-only)."""
+    if isinstance(tool, (StructuredTool, Tool)):
+        return tool.func is not None
+    return True
 
 
 def has_native_async(tool: BaseTool) -> bool:

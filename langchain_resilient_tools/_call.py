@@ -80,6 +80,13 @@ class Call:
     """Let a call to an unknown tool reach `run` (a user wrapper may answer it)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Scratch space for stages (keyed by stage name)."""
+    schemaless: bool = False
+    """The input is not an argument dict (a plain string to a one-input tool): repair
+    and validation leave it alone."""
+    store: Any = None
+    """The graph's `BaseStore` (``runtime.store``), if the call came through a graph with one."""
+    deadline: float | None = None
+    """Absolute `policy.clock` time by which the whole call must be answered, if any."""
 
     @property
     def idempotent(self) -> bool:

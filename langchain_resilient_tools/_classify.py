@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import ToolException
 from pydantic import ValidationError
 
 from . import _messages as m
+from ._adapt import injected_keys
 from ._call import Call
 from ._errors import (
     AttemptTimeout,
@@ -24,12 +26,15 @@ from ._errors import (
     InvalidArguments,
     LowQualityResult,
     MalformedCall,
+    StateUnavailable,
     ThreadsExhausted,
     ToolErrorType,
     ToolRaised,
     UnknownTool,
 )
+from ._idempotency import scrub
 from ._redact import redact
+from ._validate import from_pydantic
 
 try:  # langgraph >= 1.1 wraps argument errors it raises itself
     from langgraph.prebuilt.tool_node import ToolInvocationError
@@ -86,6 +91,9 @@ def is_transient(exc: BaseException) -> bool:
     flag = getattr(exc, "retryable", None)
     if isinstance(flag, bool):
         return flag
+    group = getattr(exc, "exceptions", None)  # an (anyio) exception group of transport errors
+    if isinstance(exc, Exception) and isinstance(group, tuple) and group:
+        return all(is_transient(e) for e in group)
     if isinstance(exc, (ToolException, ValidationError, ValueError)):
         return False
     status = _status_code(exc)
@@ -98,7 +106,24 @@ def is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
 
-def _validation_fields(exc: BaseException) -> list[dict[str, Any]]:
+def error_result(value: Any) -> ToolException | None:
+    """The error a tool reported by *returning* it, if it did.
+
+    A tool with ``handle_tool_error`` (MCP tools report ``isError`` results this way)
+    answers with a ``ToolMessage(status="error")``; it becomes a ``tool_error`` like any
+    raised `ToolException`, so its text is redacted and put in the envelope.
+    """
+    if not isinstance(value, ToolMessage) or value.status != "error":
+        return None
+    content = value.content
+    if isinstance(content, list):
+        parts = [b if isinstance(b, str) else b.get("text", "") for b in content]
+        content = " ".join(p for p in parts if isinstance(p, str) and p)
+    return ToolException(str(content))
+
+
+def _validation_fields(exc: BaseException, call: Call) -> list[dict[str, Any]]:
+    """``fields`` for a validation error the tool (or ToolNode) raised itself."""
     errors: list[Any] = []
     if ToolInvocationError is not None and isinstance(exc, ToolInvocationError):
         errors = list(exc.filtered_errors or ())
@@ -106,11 +131,17 @@ def _validation_fields(exc: BaseException) -> list[dict[str, Any]]:
             errors = exc.source.errors()
     elif isinstance(exc, ValidationError):
         errors = exc.errors()
-    fields = []
-    for err in errors:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "(arguments)"
-        fields.append({"name": loc, "problem": redact(str(err.get("msg", "invalid")), limit=160)})
-    return fields
+    if not errors:
+        return []
+    schema = m.tool_args_schema(call.tool)
+    return from_pydantic(errors, schema, injected_keys(call.tool) | frozenset(call.injected))
+
+
+def _invalid_args(name: str, call: Call, fields: list[dict[str, Any]]) -> tuple[str, str]:
+    """The message and the suggestion (a valid call form) of an ``invalid_arguments``."""
+    sentences = " ".join(str(f.get("message", "")) for f in fields[:3])
+    message = m.INVALID_ARGS.format(tool=name, n=len(fields))
+    return (f"{message} {sentences}".strip(), m.valid_call_form(call.tool, name))
 
 
 def classify(exc: BaseException, call: Call) -> Failure:
@@ -162,10 +193,11 @@ def classify(exc: BaseException, call: Call) -> Failure:
             False,
         )
     if isinstance(exc, InvalidArguments):
+        message, hint = _invalid_args(name, call, exc.fields)
         return Failure(
             ToolErrorType.INVALID_ARGUMENTS,
-            exc.summary or m.INVALID_ARGS.format(tool=name, n=len(exc.fields)),
-            m.INVALID_ARGS_HINT.format(signature=m.signature(call.tool, name)),
+            exc.summary or message,
+            hint,
             False,
             {"fields": exc.fields},
         )
@@ -177,15 +209,28 @@ def classify(exc: BaseException, call: Call) -> Failure:
             True,
             {"retry_after_s": round(exc.retry_after_s, 1)},
         )
+    if isinstance(exc, StateUnavailable):
+        return Failure(
+            ToolErrorType.TRANSIENT_FAILURE,
+            m.TRANSIENT.format(tool=name, kind=m.STATE_UNAVAILABLE),
+            m.TRANSIENT_HINT,
+            True,
+        )
     if isinstance(exc, DuplicateCall):
         message = m.DUPLICATE_LOOPING if exc.looping else m.DUPLICATE
+        if exc.reason == "in_flight":
+            message = m.DUPLICATE_IN_FLIGHT
+        elif exc.reason == "unknown_outcome":
+            message = m.DUPLICATE_UNKNOWN
         extra = {"repeats": exc.repeats}
+        if exc.looping:
+            extra["looping"] = True
         if exc.previous is not None:
             extra["previous_result"] = exc.previous
         return Failure(
             ToolErrorType.DUPLICATE_CALL,
             message.format(tool=name, n=exc.repeats),
-            m.DUPLICATE_HINT,
+            m.UNKNOWN_OUTCOME_HINT if exc.reason == "unknown_outcome" else m.DUPLICATE_HINT,
             False,
             extra,
         )
@@ -210,12 +255,13 @@ def classify(exc: BaseException, call: Call) -> Failure:
 
 def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Failure:
     name = call.name
-    fields = _validation_fields(exc)
+    fields = _validation_fields(exc, call)
     if fields:
+        message, hint = _invalid_args(name, call, fields)
         return Failure(
             ToolErrorType.INVALID_ARGUMENTS,
-            m.INVALID_ARGS.format(tool=name, n=len(fields)),
-            m.INVALID_ARGS_HINT.format(signature=m.signature(call.tool, name)),
+            message,
+            hint,
             False,
             {"fields": fields},
             exc,
@@ -238,7 +284,7 @@ def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Fa
             cause=exc,
         )
     if isinstance(exc, (ToolException, *_INPUT_ERRORS)) or expose:
-        text = redact(str(exc), limit=300) or kind
+        text = redact(scrub(str(exc), call), limit=300) or kind
         message = m.TOOL_ERROR.format(tool=name, text=text)
     else:
         message = m.TOOL_ERROR_OPAQUE.format(tool=name, kind=kind)

@@ -13,6 +13,7 @@ from langgraph.types import Command
 
 from ._call import Call
 from ._classify import Failure
+from ._truncate import truncate
 
 METADATA_KEY = "resilience"
 """Key of the per-call record in ``ToolMessage.response_metadata``."""
@@ -81,14 +82,16 @@ def success_message(value: Any, call: Call) -> ToolMessage | Command[Any]:
     if isinstance(value, Command):
         return value
     record = call.record.as_dict()
+    cap = call.resolved.policy.max_result_chars
     if isinstance(value, ToolMessage):
         meta = {**value.response_metadata, METADATA_KEY: record}
         update: dict[str, Any] = {"response_metadata": meta}
-        if call.record.notices:
-            update["content"] = _with_notices(value.content, call.record.notices)
+        content = truncate(value.content, cap)
+        if call.record.notices or content is not value.content:
+            update["content"] = _with_notices(content, call.record.notices)
         return value.model_copy(update=update)
     return ToolMessage(
-        content=_with_notices(_content_of(value), call.record.notices),
+        content=_with_notices(truncate(_content_of(value), cap), call.record.notices),
         name=call.name,
         tool_call_id=call.id,
         response_metadata={METADATA_KEY: record},

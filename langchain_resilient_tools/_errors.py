@@ -15,7 +15,8 @@ exception, to an envelope::
     ├── InvalidArguments              the arguments do not fit the schema (`.fields`)
     ├── CircuitOpen                   the tool's breaker is open (`.retry_after_s`)
     ├── DuplicateCall                 a repeat that must not run again
-    └── LowQualityResult              a successful call whose result is useless
+    ├── LowQualityResult              a successful call whose result is useless
+    └── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
 
 `UsageError` is developer-facing: a wrong configuration raises it at construction time
 and it never reaches the model.
@@ -118,11 +119,22 @@ class CircuitOpen(ResilienceSignal):
 class DuplicateCall(ResilienceSignal):
     """The same call was made before and must not run again."""
 
-    def __init__(self, *, previous: str | None, repeats: int, looping: bool = False) -> None:
+    def __init__(
+        self, *, previous: str | None, repeats: int, looping: bool = False, reason: str = "done"
+    ) -> None:
         super().__init__("duplicate call")
         self.previous = previous
         self.repeats = repeats
         self.looping = looping
+        self.reason = reason
+        """``done`` (it ran before), ``in_flight`` (still running) or ``unknown_outcome``."""
+
+
+class StateUnavailable(ResilienceSignal):
+    """The shared state store failed and the policy fails closed; the tool was not called."""
+
+    def __init__(self) -> None:
+        super().__init__("shared state store unavailable")
 
 
 class LowQualityResult(ResilienceSignal):

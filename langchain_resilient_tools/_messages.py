@@ -49,7 +49,27 @@ MALFORMED_HINT = "Send the call again with the arguments as one valid JSON objec
 INVALID_ARGS = (
     "The arguments for {tool} do not fit its schema ({n} problem(s), listed in 'fields')."
 )
-INVALID_ARGS_HINT = "Call it again with arguments of this form: {signature}."
+INVALID_ARGS_HINT = (
+    "Call it again with arguments of this form: {signature} ('?' marks an optional "
+    "argument). Example: {example}"
+)
+
+# One sentence per argument problem (the ``message`` of each entry of ``fields``).
+FIELD_MISSING = "Argument '{name}' is required ({expected}), but it was not given."
+FIELD_UNEXPECTED = "Argument '{name}' is not a parameter of this tool; leave it out."
+FIELD_WRONG_TYPE = "Argument '{name}' expected {expected}, but received {received}."
+FIELD_OUT_OF_RANGE = "Argument '{name}' must be {expected}, but received {received}."
+FIELD_CROSS = "The arguments do not fit together: {detail}."
+FIELD_CROSS_EMPTY = (
+    "The arguments do not fit together; check how they depend on each other in the tool's "
+    "description."
+)
+FIELD_INVALID = "Argument '{name}' is not valid ({detail}); received {received}."
+
+REPAIRED_NOTICE = (
+    "Note: some arguments were read differently ({repairs}). Next time use the tool's exact "
+    "argument names and types."
+)
 
 CIRCUIT_OPEN = "{tool} is temporarily switched off after repeated failures of its service."
 CIRCUIT_OPEN_HINT = (
@@ -57,11 +77,53 @@ CIRCUIT_OPEN_HINT = (
     "is unavailable."
 )
 
+STALE = (
+    "{tool} is unavailable right now, so this is its last good result for the same call, "
+    "from {age} ago: it may be out of date."
+)
+SUBSTITUTE = (
+    "{tool} is unavailable right now, so this is substitute data, not a live result: "
+    "treat it as a placeholder and say so if you use it."
+)
+CACHED = "This is the cached result of the same call made {age} ago."
+
+
+def age_text(seconds: float) -> str:
+    """A short human age, e.g. ``42 s``, ``5 min``, ``2 h``."""
+    if seconds < 90:
+        return f"{max(0, round(seconds))} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600)} h"
+
+
 DUPLICATE = (
     "This exact call to {tool} was already made ({n} time(s) before), so it was not run again."
 )
 DUPLICATE_LOOPING = (
     "This exact call to {tool} has now been repeated {n} times. You are going in circles."
+)
+DUPLICATE_IN_FLIGHT = (
+    "An identical call to {tool} is still running, so this one was not run as well "
+    "(that would do the same thing twice)."
+)
+DUPLICATE_UNKNOWN = (
+    "An identical call to {tool} was made before and may or may not have taken effect, so it "
+    "was not run again."
+)
+DEDUP_REUSED = (
+    "This repeats an earlier identical call to {tool} ({n} time(s) before): the tool was not "
+    "run again, this is the earlier result."
+)
+DEDUP_WARN = "You asked {tool} exactly this before ({n} time(s)); this is a fresh result."
+DEDUP_LOOPING = (
+    "This exact call has now been repeated {n} times: you are going in circles. Use the result "
+    "you have, change the arguments, or tell the user what you found."
+)
+ROLLBACK_GUIDANCE = (
+    "[Tool note] Your last step was discarded. You called {tool} with {args}; {reason} Do not "
+    "repeat that call as it was: try a different or broader query, another tool, or answer "
+    "with what you know."
 )
 DUPLICATE_HINT = (
     "Use the earlier result instead of repeating the call; if you need something different, "
@@ -71,6 +133,8 @@ DUPLICATE_HINT = (
 LOW_QUALITY = "{tool} answered, but the result is not useful: {reason}."
 LOW_QUALITY_HINT = "Try a different or broader query, or another tool."
 
+STATE_UNAVAILABLE = "shared state store unavailable"
+"""The ``kind`` of `TRANSIENT` when `ToolPolicy.on_backend_error` fails a call closed."""
 INTERNAL = "Handling this call to {tool} failed inside the resilience layer."
 INTERNAL_HINT = "Try the call again once; if it fails again, tell the user the tool is unavailable."
 
@@ -108,3 +172,77 @@ def signature(tool: BaseTool | None, name: str) -> str:
         f"{key}{'' if key in required else '?'}: {_type_name(sub)}" for key, sub in props.items()
     ]
     return f"{name}({', '.join(parts)})"
+
+
+_ARTICLE_TYPES = {"integer": "an integer", "object": "an object", "array": "an array"}
+
+
+def expected_text(schema: dict[str, Any]) -> str:
+    """What an argument's schema asks for, as a phrase: ``an integer >= 1``, ``one of 'a', 'b'``."""
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"][:8])
+    name = _type_name(schema)
+    text = _ARTICLE_TYPES.get(name) or (f"a {name}" if " " not in name else name)
+    if name.startswith("array of"):
+        text = "an " + name
+    elif name == "any":
+        text = "a value"
+    bounds = [
+        (">=", "minimum"), (">", "exclusiveMinimum"), ("<=", "maximum"), ("<", "exclusiveMaximum"),
+    ]  # fmt: skip
+    limits = [
+        f"{op} {schema[key]}" for op, key in bounds if isinstance(schema.get(key), (int, float))
+    ]
+    for key, what in (("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
+                      ("minItems", "at least {} items"), ("maxItems", "at most {} items")):  # fmt: skip
+        if isinstance(schema.get(key), int):
+            limits.append(what.format(schema[key]))
+    return f"{text} {' and '.join(limits)}" if limits else text
+
+
+def _example_value(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> Any:
+    if depth > 3:
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        return _example_value(defs.get(ref.rsplit("/", 1)[-1], {}), defs, depth + 1)
+    for key in ("examples", "enum"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return schema[key][0]
+    if "default" in schema and schema["default"] is not None:
+        return schema["default"]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = [o for o in schema.get(key, ()) if o.get("type") != "null"]
+        if options:
+            return _example_value(options[0], defs, depth + 1)
+    t = schema.get("type")
+    if t == "array":
+        return [_example_value(schema.get("items") or {}, defs, depth + 1)]
+    if t == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        req = schema.get("required") or list(props)[:1]
+        return {k: _example_value(props[k], defs, depth + 1) for k in req if k in props}
+    base = schema.get("minimum", 1)
+    return {"integer": base, "number": base, "boolean": True, "null": None}.get(
+        str(t), "<" + str(schema.get("title") or t or "value").lower() + ">"
+    )
+
+
+def example_call(tool: BaseTool | None) -> str:
+    """A valid-looking JSON object of the required arguments (and enums) for `tool`."""
+    import json
+
+    schema = tool_args_schema(tool)
+    try:
+        defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+        props: dict[str, Any] = schema.get("properties", {})
+        required = [k for k in schema.get("required", ()) if k in props]
+        example = {k: _example_value(props[k], defs) for k in required or list(props)[:1]}
+        return json.dumps(example, default=str)[:400]
+    except Exception:  # an unusual schema must not break an error message
+        return "{}"
+
+
+def valid_call_form(tool: BaseTool | None, name: str) -> str:
+    """The suggestion of an ``invalid_arguments`` envelope: the call form and an example."""
+    return INVALID_ARGS_HINT.format(signature=signature(tool, name), example=example_call(tool))

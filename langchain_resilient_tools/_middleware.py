@@ -2,8 +2,9 @@
 
 Tool calls enter through the middleware's `wrap_tool_call`/`awrap_tool_call`. Calls
 the model could not format (``AIMessage.invalid_tool_calls``) never reach the tool
-node, so `after_model` answers them, and sends the agent back to the model when no
-valid call is left to run.
+node, so `after_model` handles them: one whose arguments can be repaired is moved into
+the message's ``tool_calls`` (same id) and runs like any other; the others are answered
+with ``malformed_call``, and the agent goes back to the model when no call is left to run.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated, Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, ToolCallRequest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -21,17 +22,24 @@ from typing_extensions import NotRequired
 
 from ._adapt import thread_id_of
 from ._call import Call
+from ._deadline import deadline_of
 from ._envelope import failure_message, success_message
 from ._executor import TimedRunner
+from ._idempotency import keyed_request
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy
-from ._state import ERRORS_KEY, append_records
+from ._repair import repair_call
+from ._rollback import annotate, pop_ledger, rollback_update
+from ._state import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
+from ._stats import StatsSnapshot
+from ._validate import tool_schema
 
 
 class ResilientAgentState(AgentState[Any]):
     """The agent state plus ``tool_errors``, the appended error records."""
 
     tool_errors: NotRequired[Annotated[list[dict[str, Any]], append_records]]
+    tool_ledger: NotRequired[Annotated[dict[str, Any], merge_ledger]]
 
 
 def _never_runs(call: Call) -> Any:
@@ -44,6 +52,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     Args:
         policy: The default `ToolPolicy` of every tool.
         policies: ``{tool_name: ToolPolicy}``, overriding fields of `policy` per tool.
+        patterns: ``{fnmatch_pattern: ToolPolicy}``, defaults by tool name (e.g.
+            ``"search_*"``) between `policy` and `policies`; see `PolicyResolver`.
+        store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which breakers,
+            dedup ledger and caches are shared by every worker; `None` keeps them
+            in-process (see `ToolPolicy.state_backend`).
     """
 
     state_schema = ResilientAgentState
@@ -53,11 +66,21 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         *,
         policy: ToolPolicy | None = None,
         policies: Mapping[str, ToolPolicy] | None = None,
+        patterns: Mapping[str, ToolPolicy] | None = None,
         runner: TimedRunner | None = None,
+        store: Any = None,
     ) -> None:
         super().__init__()
-        self.pipeline = Pipeline(PolicyResolver(policy, policies), runner=runner)
+        self.pipeline = Pipeline(
+            PolicyResolver(policy, policies, patterns), runner=runner, store=store
+        )  # store: shared breaker/dedup/caches across workers (`_backend`)
         self._agent_tools: dict[str, BaseTool] = {}
+        self._carried: dict[str, list[str]] = {}
+        """Repairs made to invalid calls in `after_model`, by call id, until they run."""
+
+    def stats(self) -> StatsSnapshot:
+        """Per-tool statistics of the calls made through this middleware (a snapshot)."""
+        return self.pipeline.stats()
 
     def _remember_tools(self, request: ModelRequest[Any]) -> None:
         # The agent's tools are only visible on model requests; invalid calls need them.
@@ -84,24 +107,39 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         tc = request.tool_call
         runtime = request.runtime
         tools = getattr(runtime, "tools", None) or []
-        return self.pipeline.new_call(
+        call = self.pipeline.new_call(
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]),
             tool=request.tool,
             valid_tools=[t.name for t in tools if hasattr(t, "name")],
             thread_id=thread_id_of(getattr(runtime, "config", None)),
+            deadline=deadline_of(getattr(runtime, "config", None)),
             state=request.state,
+            store=getattr(runtime, "store", None),
         )
+        carried = self._carried.pop(call.id, None)  # repaired in `after_model`
+        if carried:
+            call.record.repairs.extend(carried)
+        return call
 
     @staticmethod
     def _answer(outcome: Outcome) -> ToolMessage | Command[Any]:
         if outcome.failure is None:
-            return success_message(outcome.value, outcome.call)
-        message = failure_message(outcome.failure, outcome.call)
-        return Command(
-            update={"messages": [message], ERRORS_KEY: [message.response_metadata["tool_error"]]}
-        )
+            answer = annotate(success_message(outcome.value, outcome.call), outcome)
+            entries = pop_ledger([answer]) if isinstance(answer, ToolMessage) else None
+            if not entries:
+                return answer
+            return Command(update={"messages": [answer], LEDGER_KEY: {"dedup": entries}})
+        message = annotate(failure_message(outcome.failure, outcome.call), outcome)
+        update: dict[str, Any] = {
+            "messages": [message],
+            ERRORS_KEY: [message.response_metadata["tool_error"]],
+        }
+        entries = pop_ledger([message])
+        if entries:
+            update[LEDGER_KEY] = {"dedup": entries}
+        return Command(update=update)
 
     def wrap_tool_call(
         self,
@@ -110,7 +148,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     ) -> ToolMessage | Command[Any]:
         call = self._new_call(request)
         call.run = lambda c: handler(
-            request.override(tool_call={**request.tool_call, "args": c.args})
+            keyed_request(request, c, {**request.tool_call, "args": c.args})
         )
         return self._answer(self.pipeline.run(call))
 
@@ -121,7 +159,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     ) -> ToolMessage | Command[Any]:
         call = self._new_call(request)
         call.arun = lambda c: handler(
-            request.override(tool_call={**request.tool_call, "args": c.args})
+            keyed_request(request, c, {**request.tool_call, "args": c.args})
         )
         return self._answer(await self.pipeline.arun(call))
 
@@ -136,8 +174,13 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         names = list(self._agent_tools)
         replies: list[ToolMessage] = []
+        moved: list[ToolCall] = []
         for bad in last.invalid_tool_calls:
             if not bad.get("id") or bad["id"] in answered:
+                continue
+            fixed = self._repaired(bad)
+            if fixed is not None:  # runs like any other call, answered under its own id
+                moved.append(fixed)
                 continue
             call = self.pipeline.new_call(
                 call_id=bad["id"] or "",
@@ -153,17 +196,69 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             outcome = self.pipeline.run(call)
             assert outcome.failure is not None
             replies.append(failure_message(outcome.failure, outcome.call))
-        if not replies:
+        if not replies and not moved:
             return None
-        update: dict[str, Any] = {
-            "messages": replies,
-            ERRORS_KEY: [r.response_metadata["tool_error"] for r in replies],
-        }
-        if not last.tool_calls:
+        update: dict[str, Any] = {"messages": replies}
+        if replies:
+            update[ERRORS_KEY] = [r.response_metadata["tool_error"] for r in replies]
+        if moved:  # the same id, so that add_messages replaces the model's message
+            ids = {tc["id"] for tc in moved}
+            fixed_ai = last.model_copy(
+                update={
+                    "tool_calls": [*last.tool_calls, *moved],
+                    "invalid_tool_calls": [
+                        b for b in last.invalid_tool_calls if b.get("id") not in ids
+                    ],
+                }
+            )
+            update["messages"] = [fixed_ai, *replies]
+        if not last.tool_calls and not moved:
             update["jump_to"] = "model"
         return update
+
+    def _repaired(self, bad: InvalidToolCall) -> ToolCall | None:
+        """An invalid call as a valid one, when its arguments can be repaired."""
+        name = bad.get("name") or ""
+        tool = self._agent_tools.get(name)
+        raw = bad.get("args")
+        if tool is None or raw is None or not bad.get("id"):
+            return None
+        policy = self.pipeline.resolver.resolve(name).policy
+        result = repair_call(
+            raw, tool_schema(tool).facts, policy.aliases, unknown_args=policy.unknown_args
+        )
+        if result.args is None:
+            return None
+        if len(self._carried) > 1024:
+            self._carried.clear()
+        self._carried[bad["id"] or ""] = list(result.repairs)
+        return ToolCall(name=name, args=result.args, id=bad["id"], type="tool_call")
 
     async def aafter_model(
         self, state: ResilientAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         return self.after_model(state, runtime)
+
+    def before_model(
+        self, state: ResilientAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Roll back the last tool turn when a result asked for it (see `_rollback`)."""
+        messages = state["messages"]
+        if not messages or not isinstance(messages[-1], ToolMessage):
+            return None
+        start = max((i for i, msg in enumerate(messages) if isinstance(msg, AIMessage)), default=-1)
+        answers = [msg for msg in messages[start + 1 :] if isinstance(msg, ToolMessage)]
+        ledger: Any = state.get(LEDGER_KEY) or {}
+        count = int(ledger.get("rollbacks", 0) or 0)
+        replacement, new_count = rollback_update(messages, answers, count)
+        update: dict[str, Any] = {}
+        if replacement is not None:
+            update["messages"] = replacement
+        if new_count != count:
+            update[LEDGER_KEY] = {"rollbacks": new_count}
+        return update or None
+
+    async def abefore_model(
+        self, state: ResilientAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)

@@ -7,7 +7,9 @@ stages and the tool. Three things are overridden on purpose:
 
 - parsing also answers ``AIMessage.invalid_tool_calls`` (ToolNode skips them);
 - the sync path drives parallel calls on a persistent pool, not a new one per step;
-- both paths honour ``max_concurrency`` and write error records to ``tool_errors``.
+- both paths honour ``max_concurrency`` and write error records to ``tool_errors``;
+- at the end of a step, dedup entries go to ``tool_ledger`` and a ``rollback`` of a
+  useless result replaces the step's answers (see `_rollback.finish_node_step`).
 """
 
 from __future__ import annotations
@@ -31,12 +33,18 @@ from pydantic import BaseModel
 
 from ._adapt import INVALID_KEY, has_native_async, thread_id_of
 from ._call import Call
+from ._deadline import deadline_of
+from ._dedup import first_twins
 from ._envelope import failure_message, success_message
 from ._errors import ToolErrorType, UnknownTool
 from ._executor import TimedRunner, dispatch_pool
+from ._idempotency import keyed_request
+from ._isolate import check_isolated
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy
-from ._state import ERRORS_KEY
+from ._rollback import annotate, finish_node_step
+from ._state import ERRORS_KEY, LEDGER_KEY
+from ._stats import StatsSnapshot
 
 try:
     from langgraph.prebuilt.tool_node import _infer_handled_types
@@ -64,6 +72,11 @@ class ResilientToolNode(ToolNode):
         tools: As for `ToolNode`.
         policy: The default `ToolPolicy` of every tool.
         policies: ``{tool_name: ToolPolicy}``, overriding fields of `policy` per tool.
+        patterns: ``{fnmatch_pattern: ToolPolicy}``, defaults by tool name (e.g.
+            ``"search_*"``) between `policy` and `policies`; see `PolicyResolver`.
+        store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which breakers,
+            dedup ledger and caches are shared by every worker; `None` keeps them
+            in-process (see `ToolPolicy.state_backend`).
         handle_tool_errors: Errors the pipeline classifies (timeouts, bad arguments,
             unknown tools, ...) are always answered with the error envelope. For a plain
             exception raised by a tool (``tool_error``): `True` (default) answers with
@@ -81,6 +94,7 @@ class ResilientToolNode(ToolNode):
         *,
         policy: ToolPolicy | None = None,
         policies: Mapping[str, ToolPolicy] | None = None,
+        patterns: Mapping[str, ToolPolicy] | None = None,
         name: str = "tools",
         tags: list[str] | None = None,
         handle_tool_errors: HandleToolErrors = True,
@@ -89,11 +103,13 @@ class ResilientToolNode(ToolNode):
         awrap_tool_call: AsyncToolCallWrapper | None = None,
         errors_key: str | None = ERRORS_KEY,
         runner: TimedRunner | None = None,
+        store: Any = None,
     ) -> None:
         self._user_wrap = wrap_tool_call
         self._user_awrap = awrap_tool_call
         self._handle = handle_tool_errors
         self._errors_key = errors_key
+        self._rollbacks: dict[str, int] = {}  # per thread, when the state has no ledger
         # A sync-only user wrapper keeps ToolNode's meaning on the async path (it is
         # called with a sync executor), so the pipeline then enters through ours too.
         use_async = awrap_tool_call is not None or wrap_tool_call is None
@@ -106,9 +122,20 @@ class ResilientToolNode(ToolNode):
             wrap_tool_call=self._wrap,
             awrap_tool_call=self._awrap if use_async else None,
         )
-        self.pipeline = Pipeline(PolicyResolver(policy, policies), runner=runner)
+        self.pipeline = Pipeline(
+            PolicyResolver(policy, policies, patterns), runner=runner, store=store
+        )  # store: shared breaker/dedup/caches across workers (`_backend`)
         self._tool_names = tuple(self.tools_by_name)
         self._tool_list = list(self.tools_by_name.values())
+        check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
+
+    def __repr__(self) -> str:
+        # ToolNode's repr prints its attributes, our bound hooks among them: recursion.
+        return f"{type(self).__name__}(name={self.name!r}, tools={list(self.tools_by_name)!r})"
+
+    def stats(self) -> StatsSnapshot:
+        """Per-tool statistics of the calls made through this node (a snapshot)."""
+        return self.pipeline.stats()
 
     # -- input ---------------------------------------------------------------------
 
@@ -177,12 +204,18 @@ class ResilientToolNode(ToolNode):
         else:
             limit = config.get("max_concurrency") or n
             gate = threading.BoundedSemaphore(limit) if limit < n else None
+            twins, ran = first_twins(tool_calls), [threading.Event() for _ in range(n)]
 
             def job(i: int) -> Any:
-                if gate is None:
-                    return self._run_one(tool_calls[i], input_type, runtimes[i])
-                with gate:
-                    return self._run_one(tool_calls[i], input_type, runtimes[i])
+                if (j := twins[i]) is not None:  # identical calls: the first one runs first
+                    ran[j].wait()
+                try:
+                    if gate is None:
+                        return self._run_one(tool_calls[i], input_type, runtimes[i])
+                    with gate:
+                        return self._run_one(tool_calls[i], input_type, runtimes[i])
+                finally:
+                    ran[i].set()
 
             pool = dispatch_pool()
             futures = [pool.submit(_bind(contextvars.copy_context(), job, i)) for i in range(1, n)]
@@ -201,24 +234,32 @@ class ResilientToolNode(ToolNode):
             if error is not None:
                 raise error
             outputs = first + rest
-        return self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
+        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
+        return self._after_step(output, input, config)
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
         limit = config.get("max_concurrency")
         gate = asyncio.Semaphore(limit) if limit and limit < len(tool_calls) else None
+        twins, ran = first_twins(tool_calls), [asyncio.Event() for _ in tool_calls]
 
-        async def job(tc: ToolCall, rt: ToolRuntime) -> Any:
-            if gate is None:
-                return await self._arun_one(tc, input_type, rt)
-            async with gate:
-                return await self._arun_one(tc, input_type, rt)
+        async def job(i: int, tc: ToolCall, rt: ToolRuntime) -> Any:
+            if (j := twins[i]) is not None:  # identical calls: the first one runs first
+                await ran[j].wait()
+            try:
+                if gate is None:
+                    return await self._arun_one(tc, input_type, rt)
+                async with gate:
+                    return await self._arun_one(tc, input_type, rt)
+            finally:
+                ran[i].set()
 
         outputs = await asyncio.gather(
-            *(job(tc, rt) for tc, rt in zip(tool_calls, runtimes, strict=True))
+            *(job(i, tc, rt) for i, (tc, rt) in enumerate(zip(tool_calls, runtimes, strict=True)))
         )
-        return self._with_errors(self._combine_tool_outputs(list(outputs), input_type), input)
+        output = self._with_errors(self._combine_tool_outputs(list(outputs), input_type), input)
+        return self._after_step(output, input, config)
 
     async def _arun_one(
         self,
@@ -228,6 +269,17 @@ class ResilientToolNode(ToolNode):
     ) -> Any:
         _INPUT_TYPE.set(input_type)  # task-local: read by `_awrap` for sync tools
         return await super()._arun_one(call, input_type, tool_runtime)
+
+    def _after_step(self, output: Any, input: Any, config: RunnableConfig) -> Any:
+        """Dedup entries to ``tool_ledger``, and rollbacks (see `_rollback`)."""
+        return finish_node_step(
+            output,
+            input,
+            messages_key=self._messages_key,
+            ledger_key=LEDGER_KEY,
+            memory=self._rollbacks,
+            thread_id=thread_id_of(config),
+        )
 
     def _with_errors(self, output: Any, input: Any) -> Any:
         key = self._errors_key
@@ -263,7 +315,9 @@ class ResilientToolNode(ToolNode):
             tool=request.tool,
             valid_tools=self._tool_names,
             thread_id=thread_id_of(request.runtime.config if request.runtime else None),
+            deadline=deadline_of(request.runtime.config if request.runtime else None),
             state=request.state,
+            store=getattr(request.runtime, "store", None),
             passthrough_unknown=self._user_wrap is not None or self._user_awrap is not None,
         )
         if bad is not None:
@@ -275,7 +329,7 @@ class ResilientToolNode(ToolNode):
     def _request_for(request: ToolCallRequest, call: Call) -> ToolCallRequest:
         tc: Any = {k: v for k, v in request.tool_call.items() if k != INVALID_KEY}
         tc["args"] = call.args
-        return request.override(tool_call=tc)
+        return keyed_request(request, call, tc)
 
     def _guard(self, request: ToolCallRequest) -> None:
         if request.tool is None:
@@ -292,7 +346,8 @@ class ResilientToolNode(ToolNode):
             call.run = lambda c: guarded(self._request_for(request, c))
         else:
             call.run = lambda c: user(self._request_for(request, c), guarded)
-        return self._answer(self.pipeline.run(call))
+        outcome = self.pipeline.run(call)
+        return annotate(self._answer(outcome), outcome)
 
     async def _awrap(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
@@ -319,7 +374,8 @@ class ResilientToolNode(ToolNode):
                 call.offload = True
         else:
             call.arun = lambda c: user(self._request_for(request, c), guarded)
-        return self._answer(await self.pipeline.arun(call))
+        outcome = await self.pipeline.arun(call)
+        return annotate(self._answer(outcome), outcome)
 
     def _answer(self, outcome: Outcome) -> ToolMessage | Command[Any]:
         call, failure = outcome.call, outcome.failure

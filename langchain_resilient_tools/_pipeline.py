@@ -16,15 +16,26 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
+from . import _deadline
+from ._backend import as_backend
 from ._call import Call, CallRecord
-from ._classify import Failure, classify
+from ._classify import Failure, classify, error_result
 from ._errors import ResilienceSignal, ToolRaised
 from ._executor import TimedRunner, default_runner
+from ._observe import Observer
 from ._policy import PolicyResolver
 from ._stages import AsyncNext, Env, Next, Stage
 from ._stages.admit import AdmitStage
 from ._stages.attempt import AttemptStage
+from ._stages.breaker import BreakerStage
+from ._stages.cache import CacheStage
+from ._stages.checks import ChecksStage
+from ._stages.dedup import DedupStage
+from ._stages.fallback import FallbackStage
+from ._stages.repair import RepairStage
 from ._stages.retry import RetryStage
+from ._stages.validate import ValidateStage
+from ._stats import CallEvent, StatsSnapshot
 
 try:
     from langgraph.errors import is_invalid_resume
@@ -35,8 +46,15 @@ except ImportError:  # pragma: no cover - older langgraph
 
 
 STAGES: tuple[type[Stage], ...] = (
+    RepairStage,  # malformed JSON, argument names and certain types repaired, and reported
     AdmitStage,  # unknown tools and unparseable calls stop here
+    ValidateStage,  # arguments checked against the tool's schema; every problem listed
+    DedupStage,  # repeated identical calls: reuse, block (writes) or warn
+    FallbackStage,  # service failures: stale result, then stub data, then the error
+    CacheStage,  # idempotent results: TTL cache hits, and last good results for fallback
     RetryStage,  # idempotency-aware retry with backoff
+    BreakerStage,  # per-tool circuit breaker: every attempt counted, open = final
+    ChecksStage,  # result checks: a useless success raises LowQualityResult
     AttemptStage,  # one attempt with a deadline; runs the tool
 )
 """The stage order, outermost first. This is the only place it is written."""
@@ -49,6 +67,8 @@ class Outcome:
     call: Call
     value: Any = None
     failure: Failure | None = None
+    event: CallEvent | None = None
+    """What the call left in the pipeline's statistics (set when it finished)."""
 
     @property
     def ok(self) -> bool:
@@ -63,25 +83,33 @@ def _passes_through(exc: BaseException) -> bool:
 def _terminal(call: Call) -> Any:
     assert call.run is not None, "the adapter gives every call a sync runner"
     try:
-        return call.run(call)
+        value = call.run(call)
     except ResilienceSignal:
         raise
     except Exception as exc:
         if _passes_through(exc):
             raise
         raise ToolRaised(exc) from exc
+    reported = error_result(value)
+    if reported is not None:
+        raise ToolRaised(reported)
+    return value
 
 
 async def _aterminal(call: Call) -> Any:
     assert call.arun is not None, "the adapter gives every call an async runner"
     try:
-        return await call.arun(call)
+        value = await call.arun(call)
     except ResilienceSignal:
         raise
     except Exception as exc:
         if _passes_through(exc):
             raise
         raise ToolRaised(exc) from exc
+    reported = error_result(value)
+    if reported is not None:
+        raise ToolRaised(reported)
+    return value
 
 
 class Pipeline:
@@ -94,11 +122,16 @@ class Pipeline:
         runner: TimedRunner | None = None,
         stages: Sequence[type[Stage]] = STAGES,
         on_outcome: Callable[[Outcome], None] | None = None,
+        store: Any = None,
     ) -> None:
         self.resolver = resolver
         self.env = Env(runner=runner or default_runner(), sync_terminal=_terminal)
+        self.env.backend = as_backend(store)
+        """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
         self.stages = [cls(self.env) for cls in stages]
         self._on_outcome = on_outcome
+        self.observer = Observer(self.stages)
+        """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
         chain: Next = _terminal
         achain: AsyncNext = _aterminal
         for stage in reversed(self.stages):
@@ -118,7 +151,7 @@ class Pipeline:
         **fields: Any,
     ) -> Call:
         """A `Call` for `name` with its resolved policy and a fresh record."""
-        return Call(
+        call = Call(
             id=call_id,
             name=name,
             args=args,
@@ -128,6 +161,8 @@ class Pipeline:
             valid_tools=tuple(valid_tools),
             **fields,
         )
+        _deadline.start(call)  # the call's own budget starts now
+        return call
 
     def run(self, call: Call) -> Outcome:
         """Drive `call` through the stages (sync). Never raises but for control flow."""
@@ -138,7 +173,10 @@ class Pipeline:
             if _passes_through(exc):
                 raise
             outcome = Outcome(call, failure=classify(exc, call))
-        return self._finish(outcome, start)
+        outcome = self._finish(outcome, start)
+        if outcome.event is not None:
+            self.observer.dispatch(outcome.event)
+        return outcome
 
     async def arun(self, call: Call) -> Outcome:
         """Drive `call` through the stages (async). Never raises but for control flow."""
@@ -149,7 +187,14 @@ class Pipeline:
             if _passes_through(exc):
                 raise
             outcome = Outcome(call, failure=classify(exc, call))
-        return self._finish(outcome, start)
+        outcome = self._finish(outcome, start)
+        if outcome.event is not None:
+            await self.observer.adispatch(outcome.event)
+        return outcome
+
+    def stats(self) -> StatsSnapshot:
+        """Per-tool statistics of the calls this pipeline has finished."""
+        return self.observer.stats.snapshot()
 
     def _finish(self, outcome: Outcome, start: float) -> Outcome:
         record = outcome.call.record
@@ -159,6 +204,7 @@ class Pipeline:
         else:
             record.outcome = "error"
             record.error = outcome.failure.error
+        outcome.event = self.observer.observe(record)
         if self._on_outcome is not None:
             self._on_outcome(outcome)
         return outcome

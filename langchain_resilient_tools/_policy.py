@@ -8,12 +8,15 @@ overrides only the fields it sets explicitly (see `PolicyResolver`).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
+from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._errors import UsageError
+from ._idempotency import KeyBuilder
 
 DedupMode = Literal["reuse", "block", "warn", "off"]
 """What happens when the same call is made again (see the README's policy reference)."""
@@ -82,6 +85,14 @@ class RetryPolicy(_Frozen):
     transient failures: timeouts, connection and OS errors, HTTP 429/5xx, and exceptions
     that carry ``retryable = True``. `ValueError`, `ToolException` and validation errors
     are never retried by default."""
+    budget_ratio: float | None = Field(default=0.2, ge=0)
+    """Retry budget, shared by all calls of one tool: within `budget_window` seconds at
+    most ``budget_min + budget_ratio * calls`` retries are made, so a failing service
+    does not get a retry storm. `None` turns the budget off."""
+    budget_min: int = Field(default=10, ge=0)
+    """Retries always allowed per `budget_window`, however few calls were made."""
+    budget_window: float = Field(default=10.0, gt=0)
+    """Length in seconds of the sliding window the retry budget counts over."""
 
     @model_validator(mode="after")
     def _check(self) -> RetryPolicy:
@@ -108,6 +119,49 @@ class BreakerPolicy(_Frozen):
     """Consecutive failed attempts that open the circuit."""
     recovery_time: float = Field(default=30.0, gt=0)
     """Seconds the circuit stays open before one probe call is let through."""
+    failure_rate: float | None = Field(default=None, gt=0, le=1)
+    """Also open when this share of the calls in the last `window` seconds failed (once
+    at least `min_calls` were made); `None` uses the consecutive count only."""
+    window: float = Field(default=60.0, gt=0)
+    """Seconds of history the failure rate is computed over."""
+    min_calls: int = Field(default=10, ge=1)
+    """Calls needed in the window before the failure rate can open the circuit."""
+    slow_call_s: float | None = Field(default=None, gt=0)
+    """A successful attempt slower than this counts as a failure (the result is kept)."""
+    count_low_quality: bool = False
+    """Count results flagged by `result_checks` as failures."""
+    on_state_change: Callable[[str, str, str], None] | None = None
+    """Called as ``(tool, old_state, new_state)`` on every transition; states are
+    ``"closed"``, ``"open"`` and ``"half_open"``. Errors it raises are logged, not raised."""
+
+
+class AdaptiveTimeout(_Frozen):
+    """A per-tool timeout derived from the tool's own latency history."""
+
+    percentile: float = Field(default=0.99, gt=0, le=1)
+    """Which latency of the recent successful attempts to start from (0.99 = p99)."""
+    factor: float = Field(default=2.0, ge=1)
+    """The timeout is the percentile times this factor ..."""
+    min_timeout: float = Field(default=0.05, gt=0)
+    """... but never below this many seconds ..."""
+    max_timeout: float = Field(default=60.0, gt=0)
+    """... nor above this many."""
+    window: int = Field(default=100, ge=1)
+    """How many recent latencies are kept."""
+    min_samples: int = Field(default=10, ge=1)
+    """Until this many latencies are known, the configured `timeout` is used."""
+
+    @model_validator(mode="after")
+    def _check(self) -> AdaptiveTimeout:
+        if self.max_timeout < self.min_timeout:
+            raise UsageError("AdaptiveTimeout.max_timeout must be >= min_timeout")
+        if self.min_samples > self.window:
+            raise UsageError("AdaptiveTimeout.min_samples must be <= window")
+        return self
+
+
+FallbackSource = Literal["stale_cache", "fallback"]
+"""A source of the fallback chain: the last good result, or the policy's `fallback`."""
 
 
 class ToolPolicy(_Frozen):
@@ -121,18 +175,41 @@ class ToolPolicy(_Frozen):
     `WRITE_PREFIXES`); unknown names count as not idempotent. Only idempotent tools are
     retried, and a non-idempotent call that may have taken effect is answered with
     ``unknown_outcome`` instead of being run again."""
+    idempotency_key: bool | KeyBuilder = False
+    """Declares that the tool's service honours an idempotency key: `True` for the
+    default key (a digest of thread id, tool name and tool call id), or a callable
+    ``(IdempotencyInfo) -> str`` that builds it from ``tool_name``, ``args``,
+    ``thread_id`` and ``tool_call_id``. The tool receives the key through a parameter
+    ``idempotency_key: Annotated[str, InjectedToolArg]`` (never in the model's schema).
+    Such a tool counts as idempotent whatever `idempotent` says: it is retried, and a
+    repeated call gets the earlier answer."""
     retry: RetryPolicy = RetryPolicy()
     """Backoff and which failures are retried (idempotent tools only)."""
     breaker: BreakerPolicy | None = None
     """Circuit breaker settings, or `None` for no breaker."""
     aliases: Mapping[str, Sequence[str]] = Field(default_factory=dict)
     """``{"canonical_arg": ["wrong_name", ...]}``: argument names the model may use instead."""
+    unknown_args: Literal["drop", "reject"] = "drop"
+    """Arguments the tool's schema does not know (after name repair): ``"drop"`` removes
+    them and tells the model so (a repair); ``"reject"`` answers ``invalid_arguments``
+    listing each as ``unexpected``. A schema that allows extra keys keeps them either way."""
     dedup: DedupMode | None = None
     """Repeated identical calls: `None` reuses for idempotent tools, blocks for others."""
+    dedup_key: Sequence[str] | Callable[[dict[str, Any]], Any] | None = None
+    """What makes two calls "the same": `None` uses every argument; a list of argument
+    names uses only those; a callable ``(args) -> value`` computes the key itself."""
+    dedup_ttl: float = Field(default=600.0, gt=0)
+    """Seconds an earlier call is remembered for dedup."""
+    dedup_max_entries: int = Field(default=1024, ge=1)
+    """Calls remembered per tool (per adapter); the oldest are forgotten first."""
+    dedup_looping_after: int = Field(default=2, ge=1)
+    """Repeats of one call after which the model is told it is going in circles."""
     result_checks: Sequence[Callable[[Any], str | None]] = ()
     """Callables that return a reason (str) when a successful result is useless, else None."""
     on_low_quality: LowQualityAction = "feedback"
     """What to do when a result check fires."""
+    max_consecutive_rollbacks: int = Field(default=2, ge=0)
+    """Rollbacks in a row (counted in graph state) before ``rollback`` degrades to feedback."""
     fallback: Any = None
     """Stub data, or a callable ``(tool_name, args) -> data``, used when every attempt failed."""
     max_result_chars: int | None = Field(default=None, gt=0)
@@ -142,6 +219,41 @@ class ToolPolicy(_Frozen):
     max_abandoned_threads: int = Field(default=4, ge=1)
     """Timed-out sync calls of this tool that may still be running before new calls fail
     fast, so that one hung tool cannot take every worker thread."""
+    cache_ttl_s: float | None = Field(default=None, gt=0)
+    """Idempotent tools only: serve an identical call from a result cache for this many
+    seconds (`None`: no cache). Hits skip execution but are still recorded."""
+    stale_max_age_s: float | None = Field(default=None, gt=0)
+    """Idempotent tools only: when every attempt failed, serve the last good result of
+    the same call if it is younger than this, marked stale with its age (`None`: off)."""
+    cache_max_entries: int = Field(default=1024, ge=1)
+    """Results kept per tool for the cache and the stale fallback."""
+    fallback_order: tuple[FallbackSource, ...] = ("stale_cache", "fallback")
+    """The fallback chain, tried in order after an infrastructure failure; the error
+    envelope answers when none applies."""
+    adaptive_timeout: AdaptiveTimeout | None = None
+    """Derive the attempt timeout from this tool's latency history, starting from `timeout`."""
+    deadline_s: float | None = Field(default=None, gt=0)
+    """Seconds the whole call (every attempt and wait) may take; caps each attempt's
+    timeout and each backoff wait. A run-wide deadline can also be passed as an absolute
+    `clock` time in ``config["configurable"]["lrt_deadline"]``; the earlier one wins."""
+    isolate: bool = False
+    """Run each attempt of this sync tool in a worker process that is killed at the
+    timeout. The tool must be picklable (a `StructuredTool` over a module-level function),
+    its arguments and result too; injected arguments and wrappers around the tool call
+    (``wrap_tool_call``, inner middleware) are not applied in the worker."""
+    state_backend: Literal["auto", "local", "store"] = "auto"
+    """Where the breaker, dedup ledger and caches of this tool live: ``"auto"`` in the
+    adapter's ``store=`` if one was given, else in-process; ``"local"`` always
+    in-process; ``"store"`` in the adapter's ``store=``, else in the graph's store
+    (``runtime.store``), else in-process. See `_backend` for each operation's consistency."""
+    on_backend_error: Literal["open", "closed"] = "open"
+    """When the shared store fails (partition, timeout): ``"open"`` carries on with this
+    worker's own state (the breaker and dedup act per worker, so a write sent to two
+    workers during the outage may run twice); ``"closed"`` refuses the call with a
+    ``transient_failure`` and never runs the tool. Caches always fail open (a miss)."""
+    clock: Callable[[], float] = time.monotonic
+    """Monotonic seconds for breaker, caches, retry budget, deadlines and latencies
+    (tests inject a fake one)."""
 
     @field_validator("aliases")
     @classmethod
@@ -162,12 +274,37 @@ class ToolPolicy(_Frozen):
             out[canonical] = tuple(names)
         return out
 
+    @field_validator("fallback_order")
+    @classmethod
+    def _check_order(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise UsageError("fallback_order lists a source twice")
+        return v
+
+    @field_validator("dedup_key", mode="before")
+    @classmethod
+    def _check_dedup_key(cls, v: Any) -> Any:
+        if v is None or callable(v):
+            return v
+        names = (v,) if isinstance(v, str) else tuple(v)
+        if not names or not all(isinstance(n, str) for n in names):
+            raise UsageError("dedup_key takes argument names or a callable")
+        return names
+
     @field_validator("result_checks")
     @classmethod
     def _check_checks(cls, v: Sequence[Any]) -> tuple[Any, ...]:
         if not all(callable(c) for c in v):
             raise UsageError("result_checks must be callables")
         return tuple(v)
+
+    @model_validator(mode="after")
+    def _check_idempotency_key(self) -> ToolPolicy:
+        if self.idempotency_key is not False and self.idempotent is False:
+            raise UsageError(
+                "idempotency_key declares the tool safe to retry; it contradicts idempotent=False"
+            )
+        return self
 
 
 DEFAULT_POLICY = ToolPolicy()
@@ -180,38 +317,86 @@ class ResolvedPolicy:
 
     def __init__(self, policy: ToolPolicy, tool_name: str) -> None:
         self.policy = policy
-        self.idempotent = (
-            policy.idempotent if policy.idempotent is not None else infer_idempotent(tool_name)
-        )
+        if policy.idempotency_key is not False:  # the service recognises repeats
+            self.idempotent = True
+        elif policy.idempotent is not None:
+            self.idempotent = policy.idempotent
+        else:
+            self.idempotent = infer_idempotent(tool_name)
+
+
+_WILDCARDS = re.compile(r"\*|\?|\[[^\]]*\]")
+
+
+def pattern_specificity(pattern: str) -> int:
+    """How specific an `fnmatch` pattern is: its count of literal characters."""
+    return len(_WILDCARDS.sub("", pattern))
+
+
+def _overlay(base: ToolPolicy, layer: ToolPolicy) -> ToolPolicy:
+    """`base` with the fields `layer` sets explicitly taken from `layer`."""
+    if not layer.model_fields_set:
+        return base
+    return base.model_copy(update={k: getattr(layer, k) for k in layer.model_fields_set})
 
 
 class PolicyResolver:
-    """Resolves ``policy`` (default) and ``policies`` (per tool) into one policy per tool.
+    """Resolves ``policy``, ``patterns`` and ``policies`` into one policy per tool.
 
-    A per-tool policy overrides only the fields it sets explicitly; the rest come from
-    the default. Results are cached per tool name.
+    Resolution order, lowest to highest precedence; each layer overrides only the
+    fields it sets explicitly (pydantic's ``model_fields_set``):
+
+    1. the built-in defaults (`ToolPolicy`'s field defaults);
+    2. ``policy``, the global default of every tool;
+    3. ``patterns``, ``{fnmatch_pattern: ToolPolicy}`` (case-sensitive, e.g.
+       ``"search_*"``): of the patterns that match the tool name, only the most
+       specific applies (the one with the most literal characters; on a tie, the
+       first given);
+    4. ``policies[tool_name]``, the tool's own policy.
+
+    Example: ``PolicyResolver(ToolPolicy(timeout=20), {"create_order":
+    ToolPolicy(idempotency_key=True)}, patterns={"search_*": ToolPolicy(timeout=10),
+    "create_*": ToolPolicy(timeout=30)})`` gives ``search_docs`` 10 s, ``create_order``
+    30 s with an idempotency key, and every other tool 20 s. Results are cached per
+    tool name.
     """
 
     def __init__(
-        self, policy: ToolPolicy | None = None, policies: Mapping[str, ToolPolicy] | None = None
+        self,
+        policy: ToolPolicy | None = None,
+        policies: Mapping[str, ToolPolicy] | None = None,
+        patterns: Mapping[str, ToolPolicy] | None = None,
     ) -> None:
         if policy is not None and not isinstance(policy, ToolPolicy):
             raise UsageError("policy must be a ToolPolicy")
         for name, p in (policies or {}).items():
             if not isinstance(p, ToolPolicy):
                 raise UsageError(f"policies[{name!r}] must be a ToolPolicy")
+        for pattern, p in (patterns or {}).items():
+            if not isinstance(pattern, str) or not pattern:
+                raise UsageError("patterns keys must be non-empty fnmatch patterns (str)")
+            if not isinstance(p, ToolPolicy):
+                raise UsageError(f"patterns[{pattern!r}] must be a ToolPolicy")
         self.default = policy or DEFAULT_POLICY
         self.policies = dict(policies or {})
+        self.patterns = dict(patterns or {})
+        # Most specific first; `sorted` is stable, so ties keep the order given.
+        self._ranked = sorted(self.patterns, key=lambda p: -pattern_specificity(p))
         self._cache: dict[str, ResolvedPolicy] = {}
+
+    def pattern_for(self, tool_name: str) -> str | None:
+        """The pattern whose policy applies to `tool_name`, if any matches."""
+        return next((p for p in self._ranked if fnmatchcase(tool_name, p)), None)
 
     def resolve(self, tool_name: str) -> ResolvedPolicy:
         hit = self._cache.get(tool_name)
         if hit is None:
-            own = self.policies.get(tool_name)
             merged = self.default
+            pattern = self.pattern_for(tool_name)
+            if pattern is not None:
+                merged = _overlay(merged, self.patterns[pattern])
+            own = self.policies.get(tool_name)
             if own is not None:
-                merged = self.default.model_copy(
-                    update={k: getattr(own, k) for k in own.model_fields_set}
-                )
+                merged = _overlay(merged, own)
             hit = self._cache[tool_name] = ResolvedPolicy(merged, tool_name)
         return hit

@@ -21,7 +21,38 @@ def append_records(
     return [*(left or []), *right]
 
 
+LEDGER_KEY = "tool_ledger"
+"""State key of the ledger: ``{"dedup": {key: entry}, "rollbacks": n}``."""
+
+LEDGER_MAX_ENTRIES = 1000
+"""Dedup entries kept in graph state; the oldest are dropped first."""
+
+
+def merge_ledger(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer for ``tool_ledger``: merges section by section, newest entries last.
+
+    A mapping value (``dedup``) is merged key by key and capped at `LEDGER_MAX_ENTRIES`;
+    any other value (the ``rollbacks`` counter) is replaced.
+    """
+    out = dict(left or {})
+    for name, value in (right or {}).items():
+        old = out.get(name)
+        if isinstance(value, dict) and isinstance(old, dict):
+            merged = dict(old)
+            for k, v in value.items():
+                merged.pop(k, None)  # re-insert: most recently written last
+                merged[k] = v
+            if len(merged) > LEDGER_MAX_ENTRIES:
+                merged = dict(list(merged.items())[-LEDGER_MAX_ENTRIES:])
+            out[name] = merged
+        else:
+            out[name] = value
+    return out
+
+
 class ResilientToolsState(MessagesState):
-    """`MessagesState` plus ``tool_errors``: one record per tool error, appended."""
+    """`MessagesState` plus ``tool_errors`` (one record per tool error, appended) and
+    ``tool_ledger`` (dedup entries and the rollback counter, merged)."""
 
     tool_errors: Annotated[list[dict[str, Any]], append_records]
+    tool_ledger: Annotated[dict[str, Any], merge_ledger]

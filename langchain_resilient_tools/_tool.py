@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -20,13 +20,18 @@ from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as make_tool
 from pydantic import ConfigDict, PrivateAttr
 
-from ._adapt import has_native_async, split_args, thread_id_of
+from ._adapt import graph_store, has_native_async, has_sync, split_args, thread_id_of
 from ._call import Call
+from ._deadline import deadline_of
 from ._envelope import envelope, failure_message, success_message
 from ._errors import UsageError
 from ._executor import TimedRunner
+from ._idempotency import INJECTED_ARG, execution_args, keyed_config, use_key
+from ._isolate import check_picklable
+from ._loop import run_sync
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy
+from ._stats import StatsSnapshot
 
 
 class ResilientTool(BaseTool):
@@ -41,9 +46,14 @@ class ResilientTool(BaseTool):
     """The wrapped tool."""
     policy: ToolPolicy | None = None
     """The policy of this tool (`None`: the defaults)."""
+    patterns: Mapping[str, ToolPolicy] | None = None
+    """``{fnmatch_pattern: ToolPolicy}`` defaults by name; `policy` overrides the fields
+    it sets (see `PolicyResolver`)."""
 
     _pipeline: Pipeline = PrivateAttr()
     _native_async: bool = PrivateAttr()
+    _exec: BaseTool = PrivateAttr()
+    """What runs: `inner`, or a copy that raises its errors (the pipeline handles them)."""
 
     @classmethod
     def wrap(
@@ -51,15 +61,23 @@ class ResilientTool(BaseTool):
         tool: BaseTool | Callable[..., Any],
         *,
         policy: ToolPolicy | None = None,
+        patterns: Mapping[str, ToolPolicy] | None = None,
         runner: TimedRunner | None = None,
+        store: Any = None,
     ) -> ResilientTool:
-        """Wrap a `BaseTool` or a plain function (made a tool with ``@tool`` rules)."""
+        """Wrap a `BaseTool` or a plain function (made a tool with ``@tool`` rules).
+
+        `store`: a LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which the breaker,
+        dedup ledger and caches are shared by every worker (see `ToolPolicy.state_backend`).
+        """
         if isinstance(tool, ResilientTool):
             raise UsageError(f"{tool.name!r} is already a ResilientTool")
         if not isinstance(tool, BaseTool):
             if not callable(tool):
                 raise UsageError("ResilientTool.wrap takes a BaseTool or a function")
             tool = make_tool(tool)
+        if policy is not None and policy.isolate:
+            check_picklable(tool)
         wrapped = cls(
             name=tool.name,
             description=tool.description,
@@ -70,18 +88,31 @@ class ResilientTool(BaseTool):
             tags=tool.tags,
             inner=tool,
             policy=policy,
+            patterns=patterns,
         )
-        if runner is not None:
-            wrapped._pipeline = Pipeline(PolicyResolver(policy), runner=runner)
+        if runner is not None or store is not None:
+            wrapped._pipeline = Pipeline(wrapped._resolver(), runner=runner, store=store)
         return wrapped
 
     def model_post_init(self, context: Any, /) -> None:
-        self._pipeline = Pipeline(PolicyResolver(self.policy))
+        self._pipeline = Pipeline(self._resolver())
         self._native_async = has_native_async(self.inner)
+        self._exec = self.inner
+        if self.inner.handle_tool_error:  # e.g. MCP isError results: we build the envelope
+            self._exec = self.inner.model_copy(update={"handle_tool_error": False})
+
+    def _resolver(self) -> PolicyResolver:
+        # For one tool, `policy` plays the part of its own (per-tool) policy.
+        own = {self.name: self.policy} if self.policy is not None else None
+        return PolicyResolver(None, own, self.patterns)
 
     @property
     def pipeline(self) -> Pipeline:
         return self._pipeline
+
+    def stats(self) -> StatsSnapshot:
+        """Per-tool statistics of the calls made through this tool (a snapshot)."""
+        return self.pipeline.stats()
 
     @property
     def func(self) -> Callable[..., Any] | None:
@@ -110,20 +141,32 @@ class ResilientTool(BaseTool):
             valid_tools=(self.name,),
             injected=injected,
             thread_id=thread_id_of(config),
+            deadline=deadline_of(config),
             offload=not self._native_async,
+            store=graph_store(config),
         )
         plain = None if isinstance(raw, dict) else raw
+        if not is_tool_call and isinstance(injected.get(INJECTED_ARG), str):
+            use_key(call, injected[INJECTED_ARG])  # a developer's own key wins
+        call.schemaless = plain is not None
 
         def tool_input(c: Call) -> Any:
             if plain is not None:
                 return plain
-            merged = {**c.args, **c.injected}
+            merged = execution_args(c)
             if is_tool_call:
                 return {**input, "args": merged}
             return merged
 
-        call.run = lambda c: self.inner.invoke(tool_input(c), config)
-        call.arun = lambda c: self.inner.ainvoke(tool_input(c), config)
+        tool = self._exec
+        if has_sync(tool):
+            call.run = lambda c: tool.invoke(tool_input(c), keyed_config(c, config))
+        else:  # async-only (MCP): run its coroutine on a private loop, cancelled on time
+            call.run = lambda c: run_sync(
+                lambda: tool.ainvoke(tool_input(c), keyed_config(c, config)),
+                c.resolved.policy.timeout,
+            )
+        call.arun = lambda c: tool.ainvoke(tool_input(c), keyed_config(c, config))
         return call, is_tool_call
 
     def _answer(self, outcome: Outcome, is_tool_call: bool) -> Any:

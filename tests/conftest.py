@@ -48,6 +48,8 @@ class Harness:
     adapter: str
     mode: str
     releases: list[threading.Event] = field(default_factory=list)
+    adapters: list[Any] = field(default_factory=list, repr=False)
+    """The adapter objects built so far (node, middleware, or each wrapped tool)."""
 
     def build(
         self,
@@ -55,32 +57,47 @@ class Harness:
         *,
         policy: ToolPolicy | None = None,
         policies: Mapping[str, ToolPolicy] | None = None,
+        patterns: Mapping[str, ToolPolicy] | None = None,
         checkpointer: Any = None,
         ai: AIMessage | None = None,
+        script: Sequence[AIMessage] | None = None,
+        store: Any = None,
     ) -> Any:
+        """`store` becomes the graph's store (``runtime.store``)."""
+        self.adapters = []  # stats() reads the adapters of this build only
         if self.adapter == "middleware":
             from langchain.agents import create_agent
 
             from langchain_resilient_tools import ResilientToolsMiddleware
 
-            script = [ai or AIMessage("done"), AIMessage("done")]
+            script = list(script or [ai or AIMessage("done"), AIMessage("done")])
             return create_agent(
                 ScriptedChatModel(script=script),
                 tools=list(tools),
-                middleware=[ResilientToolsMiddleware(policy=policy, policies=policies)],
+                middleware=[
+                    self._keep(
+                        ResilientToolsMiddleware(
+                            policy=policy, policies=policies, patterns=patterns
+                        )
+                    )
+                ],
                 checkpointer=checkpointer,
+                store=store,
             )
         if self.adapter == "node":
-            node: Any = ResilientToolNode(tools, policy=policy, policies=policies)
+            node: Any = self._keep(
+                ResilientToolNode(tools, policy=policy, policies=policies, patterns=patterns)
+            )
         else:
-            resolver = PolicyResolver(policy, policies)
+            resolver = PolicyResolver(policy, policies, patterns)
             wrapped = [ResilientTool.wrap(t, policy=resolver.resolve(t.name).policy) for t in tools]
+            self.adapters.extend(wrapped)
             node = ToolNode(wrapped, handle_tool_errors=True)
         graph = StateGraph(ResilientToolsState)
         graph.add_node("tools", node)
         graph.add_edge(START, "tools")
         graph.add_edge("tools", END)
-        return graph.compile(checkpointer=checkpointer)
+        return graph.compile(checkpointer=checkpointer, store=store)
 
     def invoke(self, graph: Any, payload: Any, config: dict[str, Any] | None = None) -> Any:
         if self.mode == "sync":
@@ -101,10 +118,14 @@ class Harness:
         invalid_tool_calls: Sequence[dict[str, Any]] = (),
         policy: ToolPolicy | None = None,
         policies: Mapping[str, ToolPolicy] | None = None,
+        patterns: Mapping[str, ToolPolicy] | None = None,
         config: dict[str, Any] | None = None,
+        store: Any = None,
     ) -> Result:
         ai = AIMessage("", tool_calls=list(tool_calls), invalid_tool_calls=list(invalid_tool_calls))
-        graph = self.build(tools, policy=policy, policies=policies, ai=ai)
+        graph = self.build(
+            tools, policy=policy, policies=policies, patterns=patterns, ai=ai, store=store
+        )
         if self.adapter == "middleware":
             payload: Any = {"messages": [HumanMessage("go")]}
         else:
@@ -112,6 +133,61 @@ class Harness:
         state = self.invoke(graph, payload, config)
         answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
         return Result(answers, list(state.get("tool_errors", [])), state)
+
+    def run_turns(
+        self,
+        tools: Sequence[BaseTool],
+        turns: Sequence[Sequence[dict[str, Any]]],
+        *,
+        policy: ToolPolicy | None = None,
+        policies: Mapping[str, ToolPolicy] | None = None,
+        checkpointer: Any = None,
+        thread_id: str = "thread-1",
+        restart_at: Sequence[int] = (),
+        thread_per_turn: bool = False,
+        before_turn: Any = None,
+    ) -> list[Result]:
+        """One AIMessage of tool calls per turn, on one checkpointed thread.
+
+        A graph object is built at turn 0 and again at each turn in `restart_at` (a
+        "process restart": new adapters, same checkpointer and thread). Returns the
+        result after each turn (answers accumulate over the thread).
+        `thread_per_turn` runs each turn on its own thread (same adapters); `before_turn(i)`
+        is called before each turn (e.g. to advance a fake clock).
+        """
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        saver = checkpointer if checkpointer is not None else InMemorySaver()
+        config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
+        ais = [AIMessage("", tool_calls=list(calls)) for calls in turns]
+        results: list[Result] = []
+        graph: Any = None
+        for i, ai in enumerate(ais):
+            if graph is None or i in restart_at:
+                script = [m for a in ais[i:] for m in (a, AIMessage("done"))]
+                graph = self.build(
+                    tools, policy=policy, policies=policies, checkpointer=saver, script=script
+                )
+            if thread_per_turn:
+                config = {"configurable": {"thread_id": f"{thread_id}-{i}"}}
+            if before_turn is not None:
+                before_turn(i)
+            if self.adapter == "middleware":
+                payload: Any = {"messages": [HumanMessage(f"turn {i}")]}
+            else:
+                payload = {"messages": [ai]}
+            state = self.invoke(graph, payload, config)
+            answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+            results.append(Result(answers, list(state.get("tool_errors", [])), state))
+        return results
+
+    def _keep(self, adapter: Any) -> Any:
+        self.adapters.append(adapter)
+        return adapter
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """``stats().rows()`` of the adapters built last, by tool name."""
+        return {row["tool"]: row for a in self.adapters for row in a.stats().rows()}
 
     def hang_event(self) -> threading.Event:
         """An event that hung test tools wait on; released when the test ends."""

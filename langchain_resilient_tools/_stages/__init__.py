@@ -28,6 +28,8 @@ class Env:
     sync_terminal: Next
     """Executes the tool once, sync (the end of the chain)."""
     resources: dict[str, Any] = field(default_factory=dict)
+    backend: Any = None
+    """The adapter's shared `StateBackend` (its ``store=``), or `None`: see `_shared`."""
     """Per-pipeline state owned by stages, keyed by stage name."""
 
 

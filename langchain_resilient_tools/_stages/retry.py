@@ -3,29 +3,37 @@
 Only calls that are safe to repeat are retried (`Call.idempotent`). What is worth a
 retry is decided by `should_retry`; the waits go through the testing-aware sleeps, so
 the async driver never blocks the loop and testing mode makes them instant.
+
+Two limits sit on top of the attempt count: the call's deadline (`_deadline`) caps
+every wait and stops retrying when nothing is left, and the tool's retry budget
+(`_budget.RetryBudget`) refuses retries beyond a share of recent calls.
 """
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
+    stop_any,
     wait_exponential,
     wait_random,
 )
+from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
-from .. import _testing
+from .. import _deadline, _testing
+from .._budget import RetryBudget
 from .._call import Call
 from .._classify import is_transient
 from .._errors import AttemptTimeout, LowQualityResult, ToolRaised
+from .._pertool import PerTool
 from .._policy import RetryPolicy
-from . import AsyncNext, Next, Stage
+from . import AsyncNext, Env, Next, Stage
 
 
 def should_retry(call: Call, exc: BaseException) -> bool:
@@ -58,6 +66,31 @@ def backoff(policy: RetryPolicy) -> wait_base:
     return wait
 
 
+class _DeadlineWait(wait_base):
+    """A wait strategy capped to what is left of the call's deadline."""
+
+    def __init__(self, inner: wait_base, call: Call) -> None:
+        self.inner, self.call = inner, call
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        return _deadline.cap_wait(self.call, self.inner(retry_state))
+
+
+class _DeadlineStop(stop_base):
+    """Stop once the call's deadline has passed."""
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return _deadline_passed(self.call)
+
+
+def _deadline_passed(call: Call) -> bool:
+    left = _deadline.remaining(call)
+    return left is not None and left <= 0
+
+
 def _retries(call: Call) -> bool:
     return call.idempotent and call.resolved.policy.retry.max_attempts > 1
 
@@ -65,28 +98,98 @@ def _retries(call: Call) -> bool:
 class RetryStage(Stage):
     name = "retry"
 
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self.budgets: PerTool[RetryBudget] = PerTool()
+
+    def budget_for(self, call: Call) -> RetryBudget | None:
+        """The tool's retry budget (made on first use), or `None` when it has none."""
+        policy = call.resolved.policy
+        retry = policy.retry
+        ratio = retry.budget_ratio
+        if ratio is None:
+            return None
+        return self.budgets.get(
+            call.name,
+            lambda: RetryBudget(
+                ratio=ratio, minimum=retry.budget_min, window=retry.budget_window,
+                clock=policy.clock,
+            ),
+        )  # fmt: skip
+
+    def _record(self, call: Call) -> RetryBudget | None:
+        """Count `call` in its tool's retry budget (if any); return the budget."""
+        budget = self.budget_for(call)
+        if budget is not None:
+            budget.record_call()
+        return budget
+
+    def _options(self, call: Call, budget: RetryBudget | None) -> dict[str, Any]:
+        policy = call.resolved.policy.retry
+
+        def retry(exc: BaseException) -> bool:
+            return should_retry(call, exc)
+
+        def spend(state: RetryCallState) -> bool:
+            # Asked only after `retry` said yes; a retry that `stop` would refuse anyway
+            # does not take from the budget.
+            if state.attempt_number >= policy.max_attempts or _deadline_passed(call):
+                return False
+            return budget is None or budget.try_spend()
+
+        return {
+            "stop": stop_any(stop_after_attempt(policy.max_attempts), _DeadlineStop(call)),
+            "wait": _DeadlineWait(backoff(policy), call),
+            "retry": retry_if_exception(retry) & spend,
+            "reraise": True,
+        }
+
+    # The first attempt runs without tenacity (most calls succeed at once, and building
+    # and driving a Retrying costs ~50 us); a failure is handed to tenacity as its own
+    # first attempt, so every retry decision, wait and stop is exactly tenacity's.
+
     def wrap(self, call: Call, call_next: Next) -> Any:
         if not _retries(call):
             return call_next(call)
-        policy = call.resolved.policy.retry
-        retrying = Retrying(
-            stop=stop_after_attempt(policy.max_attempts),
-            wait=backoff(policy),
-            retry=retry_if_exception(partial(should_retry, call)),
-            sleep=_testing.sleep,
-            reraise=True,
-        )
-        return retrying(call_next, call)
+        budget = self._record(call)
+        try:
+            return call_next(call)
+        except Exception as exc:
+            first = exc
+        retrying = Retrying(sleep=_testing.sleep, **self._options(call, budget))
+        return retrying(_replay(first, call_next), call)
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
         if not _retries(call):
             return await call_next(call)
-        policy = call.resolved.policy.retry
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(policy.max_attempts),
-            wait=backoff(policy),
-            retry=retry_if_exception(partial(should_retry, call)),
-            sleep=_testing.asleep,
-            reraise=True,
-        )
-        return await retrying(call_next, call)
+        budget = self._record(call)
+        try:
+            return await call_next(call)
+        except Exception as exc:
+            first = exc
+        retrying = AsyncRetrying(sleep=_testing.asleep, **self._options(call, budget))
+        return await retrying(_areplay(first, call_next), call)
+
+
+def _replay(first: Exception, call_next: Next) -> Next:
+    """`call_next`, except that its first use re-raises `first` (the attempt already made)."""
+    pending = [first]
+
+    def attempt(call: Call) -> Any:
+        if pending:
+            raise pending.pop()
+        return call_next(call)
+
+    return attempt
+
+
+def _areplay(first: Exception, call_next: AsyncNext) -> AsyncNext:
+    """Async `_replay`."""
+    pending = [first]
+
+    async def attempt(call: Call) -> Any:
+        if pending:
+            raise pending.pop()
+        return await call_next(call)
+
+    return attempt
