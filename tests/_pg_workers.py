@@ -1,0 +1,81 @@
+"""Worker processes for the PostgreSQL tests: each builds its own graph on one store.
+
+Run under ``multiprocessing`` spawn: nothing is shared with the test process but the
+database. Every tool execution is counted in the ``executions`` table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import psycopg
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.postgres import PostgresStore
+
+from langchain_resilient_tools import (
+    BreakerPolicy,
+    ResilientToolNode,
+    ResilientToolsState,
+    RetryPolicy,
+    ToolPolicy,
+    set_testing,
+)
+
+POLICY = ToolPolicy(
+    timeout=5,
+    retry=RetryPolicy(max_attempts=1),
+    breaker=BreakerPolicy(failure_threshold=2, recovery_time=30),
+)
+
+
+def _record(url: str, tool: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO executions (tool) VALUES (%s)", (tool,))
+
+
+def _tools(url: str, fail: bool, delay: float) -> list[StructuredTool]:
+    def get_quote(symbol: str) -> str:
+        """The price of a stock."""
+        _record(url, "get_quote")
+        time.sleep(delay)
+        if fail:
+            raise ConnectionError("quote service down")
+        return f"{symbol}: 42"
+
+    def book_room(room: str) -> str:
+        """Book a meeting room."""
+        _record(url, "book_room")
+        time.sleep(delay)
+        return f"booked {room}"
+
+    return [StructuredTool.from_function(f) for f in (get_quote, book_room)]
+
+
+def run(url: str, calls: list[dict[str, Any]], fail: bool, delay: float, barrier: Any) -> str:
+    """One worker: its own store connection, adapter and graph; answers as JSON."""
+    set_testing(True)
+    with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
+        store = PostgresStore(conn)
+        node = ResilientToolNode(_tools(url, fail, delay), policy=POLICY, store=store)
+        graph = StateGraph(ResilientToolsState)
+        graph.add_node("tools", node)
+        graph.add_edge(START, "tools")
+        graph.add_edge("tools", END)
+        app = graph.compile()
+        if barrier is not None:
+            barrier.wait(60)
+        state = app.invoke({"messages": [AIMessage("", tool_calls=calls)]})
+    answers = {
+        m.tool_call_id: {"status": m.status, "content": m.content}
+        for m in state["messages"]
+        if isinstance(m, ToolMessage)
+    }
+    return json.dumps(answers)
+
+
+def main(url: str, calls: list[dict[str, Any]], fail: bool, delay: float, barrier: Any, out: Any) -> None:  # fmt: skip
+    out.put(run(url, calls, fail, delay, barrier))

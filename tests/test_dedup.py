@@ -1,0 +1,387 @@
+"""Dedup: decisions, the bounded ledger, keys, and repeated calls through every adapter."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import ToolException
+
+from langchain_resilient_tools import ResilientTool, ToolPolicy
+from langchain_resilient_tools._call import Call, CallRecord
+from langchain_resilient_tools._dedup import Action, Entry, Ledger, decide, effective_mode
+from langchain_resilient_tools._errors import UsageError
+from langchain_resilient_tools._key import call_key
+from langchain_resilient_tools._policy import ResolvedPolicy
+from langchain_resilient_tools.testing import tool_call
+from tests.conftest import Harness
+from tests.tools import CALLS, counted, failing_tool, flaky_tool, ok_tool
+
+
+def answered_once(state: dict[str, Any]) -> None:
+    """Invariant 1: every tool call id of every AIMessage has exactly one answer."""
+    answers = Counter(m.tool_call_id for m in state["messages"] if isinstance(m, ToolMessage))
+    asked = [tc["id"] for m in state["messages"] if isinstance(m, AIMessage) for tc in m.tool_calls]
+    assert sorted(asked) == sorted(answers), (asked, answers)
+    assert set(answers.values()) <= {1}
+
+
+def body(message: ToolMessage) -> dict[str, Any]:
+    assert message.status == "error", message.content
+    data: dict[str, Any] = json.loads(str(message.content))
+    return data
+
+
+def search_tool() -> Any:
+    return counted("search_web", lambda query: f"results for {query}")
+
+
+def book_tool() -> Any:
+    return counted("book_flight", lambda city: f"booked a flight to {city}")
+
+
+# -- pure decisions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "idempotent", "status", "expected"),
+    [
+        ("reuse", True, None, Action.RUN),
+        ("reuse", True, "ok", Action.REUSE),
+        ("reuse", True, "failed", Action.RUN),
+        ("reuse", True, "pending", Action.WAIT),
+        ("reuse", True, "done", Action.RUN),
+        ("reuse", False, "done", Action.BLOCK),
+        ("block", False, "ok", Action.BLOCK),
+        ("block", False, "pending", Action.BLOCK),
+        ("block", False, "unknown_outcome", Action.BLOCK),
+        ("block", False, "failed", Action.RUN),
+        ("warn", True, "ok", Action.WARN),
+        ("warn", False, "pending", Action.BLOCK),
+        ("warn", False, "unknown_outcome", Action.BLOCK),
+        ("off", False, "unknown_outcome", Action.RUN),
+        ("off", True, "ok", Action.RUN),
+    ],
+)
+def test_decide(mode: Any, idempotent: bool, status: Any, expected: Action) -> None:
+    entry = None if status is None else Entry(status)
+    assert decide(mode, idempotent, entry) is expected
+
+
+def test_effective_mode_defaults_by_idempotency() -> None:
+    assert effective_mode(None, True) == "reuse"
+    assert effective_mode(None, False) == "block"
+    assert effective_mode("warn", False) == "warn"
+
+
+def test_ledger_is_bounded_by_ttl_and_size() -> None:
+    now = [1000.0]
+    ledger = Ledger(ttl=10, max_entries=3, clock=lambda: now[0])
+    for i in range(5):
+        ledger.put(("t", str(i)), Entry("ok", content=i, at=now[0]))
+    assert len(ledger) == 3
+    assert ledger.get(("t", "0")) is None and ledger.get(("t", "4")) is not None
+    now[0] += 11
+    assert ledger.get(("t", "4")) is None
+    assert not ledger.fresh(Entry("ok", at=1000.0))
+
+
+def test_entry_round_trip() -> None:
+    entry = Entry("ok", content="x", repeats=2, at=5.0)
+    data = entry.persisted("get_x")
+    assert data == {"tool": "get_x", "status": "ok", "content": "x", "repeats": 2, "at": 5.0}
+    back = Entry.restore(data)
+    assert back is not None and (back.status, back.content, back.repeats) == ("ok", "x", 2)
+    assert Entry.restore({"status": "pending"}) is None
+
+
+# -- keys -------------------------------------------------------------------------------
+
+
+def _call(args: dict[str, Any], policy: ToolPolicy | None = None, name: str = "search") -> Call:
+    resolved = ResolvedPolicy(policy or ToolPolicy(), name)
+    return Call("id", name, args, None, resolved, CallRecord(name, "id"))
+
+
+def test_key_is_canonical() -> None:
+    a = _call({"q": "a  b ", "n": 1})
+    b = _call({"n": 1, "q": " a b"})
+    assert call_key(a) == call_key(b)
+    assert call_key(a) != call_key(_call({"q": "a b", "n": 2}))
+    assert call_key(a) != call_key(_call({"q": "a b", "n": 1}, name="other"))
+
+
+def test_key_fields_and_key_function() -> None:
+    fields = ToolPolicy(dedup_key=["q"])
+    assert call_key(_call({"q": "x", "page": 1}, fields)) == call_key(
+        _call({"q": "x", "page": 2}, fields)
+    )
+    lower = ToolPolicy(dedup_key=lambda args: args["q"].lower())
+    assert call_key(_call({"q": "Paris"}, lower)) == call_key(_call({"q": "PARIS"}, lower))
+    broken = ToolPolicy(dedup_key=lambda args: args["missing"])
+    assert call_key(_call({"q": "x"}, broken)) == call_key(_call({"q": "x"}))
+
+
+def test_bad_dedup_config_fails_at_construction() -> None:
+    with pytest.raises(ValueError):
+        ToolPolicy(dedup_key=[1])  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        ToolPolicy(dedup="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ToolPolicy(dedup_ttl=0)
+    assert issubclass(UsageError, ValueError)
+
+
+# -- through every adapter, sync and async ----------------------------------------------
+
+
+def test_identical_reads_in_one_message_run_once(harness: Harness) -> None:
+    calls = [
+        tool_call("search_web", {"query": "cheap flights"}, id="a"),
+        tool_call("search_web", {"query": " cheap   flights"}, id="b"),
+        tool_call("search_web", {"query": "hotels"}, id="c"),
+    ]
+    result = harness.run([search_tool()], calls)
+    assert CALLS["search_web"] == 2
+    served = sorted(result[i].response_metadata["resilience"]["served_by"] for i in "ab")
+    assert served == ["dedup", "tool"]
+    reused = next(result[i] for i in "ab" if "repeats an earlier" in str(result[i].content))
+    assert reused.status == "success"
+    original = next(result[i] for i in "ab" if result[i] is not reused)
+    assert str(reused.content).endswith("\n" + str(original.content))  # the earlier result
+    assert result["c"].content == "results for hotels"
+    answered_once(result.state)
+
+
+def test_identical_writes_in_one_message_are_blocked(harness: Harness) -> None:
+    calls = [
+        tool_call("book_flight", {"city": "Oslo"}, id="a"),
+        tool_call("book_flight", {"city": "Oslo"}, id="b"),
+    ]
+    result = harness.run([book_tool()], calls)
+    assert CALLS["book_flight"] == 1  # no double booking
+    statuses = sorted(result[i].status for i in "ab")
+    assert statuses == ["error", "success"]
+    blocked = next(result[i] for i in "ab" if result[i].status == "error")
+    data = body(blocked)
+    assert data["error"] == "duplicate_call" and data["retryable"] is False
+    assert "not run" in data["message"]
+    if harness.adapter != "tool":
+        assert [r["error"] for r in result.tool_errors] == ["duplicate_call"]
+    answered_once(result.state)
+
+
+def test_warn_mode_runs_and_tells(harness: Harness) -> None:
+    calls = [tool_call("search_web", {"query": "q"}, id=i) for i in ("a", "b")]
+    result = harness.run([search_tool()], calls, policy=ToolPolicy(dedup="warn"))
+    assert CALLS["search_web"] == 2
+    texts = sorted(str(result[i].content) for i in "ab")
+    assert texts[0].startswith("[You asked search_web exactly this before")
+    assert texts[1] == "results for q"
+    answered_once(result.state)
+
+
+def test_off_mode_runs_every_time(harness: Harness) -> None:
+    calls = [tool_call("book_flight", {"city": "Rome"}, id=i) for i in ("a", "b")]
+    result = harness.run([book_tool()], calls, policy=ToolPolicy(dedup="off"))
+    assert CALLS["book_flight"] == 2
+    assert all(result[i].content == "booked a flight to Rome" for i in "ab")
+    answered_once(result.state)
+
+
+def test_failures_are_not_reused(harness: Harness) -> None:
+    tool = failing_tool("get_city", ToolException("no such city"))
+    calls = [tool_call("get_city", {"query": "x"}, id=i) for i in ("a", "b")]
+    result = harness.run([tool], calls)
+    assert CALLS["get_city"] == 2
+    assert {body(result[i])["error"] for i in "ab"} == {"tool_error"}
+
+
+def test_repeat_across_turns_and_restart(harness: Harness) -> None:
+    turns = [
+        [tool_call("search_web", {"query": "q"}, id="t1")],
+        [tool_call("search_web", {"query": "q"}, id="t2")],
+        [tool_call("search_web", {"query": "q"}, id="t3")],
+    ]
+    results = harness.run_turns([search_tool()], turns, restart_at=[2])
+    last = results[-1]
+    assert last["t1"].content == "results for q"
+    assert "repeats an earlier identical call" in str(last["t2"].content)
+    assert last["t2"].response_metadata["resilience"]["served_by"] == "dedup"
+    if harness.adapter == "tool":
+        # A wrapped tool in a plain ToolNode cannot read graph state: a new process
+        # (new wrapper) starts with an empty in-memory ledger.
+        assert CALLS["search_web"] == 2
+    else:
+        assert CALLS["search_web"] == 1  # the restarted graph reused the checkpointed entry
+        assert "repeats an earlier identical call" in str(last["t3"].content)
+        entries = last.state["tool_ledger"]["dedup"]
+        assert [e["status"] for e in entries.values()] == ["ok"]
+    answered_once(last.state)
+
+
+def test_write_repeat_blocked_after_restart(harness: Harness) -> None:
+    if harness.adapter == "tool":
+        pytest.skip("a wrapped tool keeps its ledger in memory only")
+    turns = [
+        [tool_call("book_flight", {"city": "Oslo"}, id="t1")],
+        [tool_call("book_flight", {"city": "Oslo"}, id="t2")],
+    ]
+    results = harness.run_turns([book_tool()], turns, restart_at=[1])
+    last = results[-1]
+    assert CALLS["book_flight"] == 1
+    data = body(last["t2"])
+    assert data["error"] == "duplicate_call"
+    assert data["previous_result"] == "booked a flight to Oslo"
+    assert [r["tool_call_id"] for r in last.tool_errors] == ["t2"]
+    answered_once(last.state)
+
+
+def test_threads_do_not_share_a_ledger(harness: Harness) -> None:
+    turns = [[tool_call("search_web", {"query": "q"}, id="t1")]]
+    harness.run_turns([search_tool()], turns, thread_id="one")
+    harness.run_turns([search_tool()], turns, thread_id="two")
+    assert CALLS["search_web"] == 2
+
+
+def test_escalates_when_looping(harness: Harness) -> None:
+    calls = [tool_call("search_web", {"query": "q"}, id=str(i)) for i in range(4)]
+    policy = ToolPolicy(dedup_looping_after=2)
+    result = harness.run([search_tool()], calls, policy=policy)
+    assert CALLS["search_web"] == 1
+    looping = [i for i in "0123" if "going in circles" in str(result[i].content)]
+    assert len(looping) == 2  # the 2nd and 3rd repeat
+
+
+# -- ResilientTool directly (per-pipeline scope without a thread) ------------------------
+
+
+def test_write_with_unknown_outcome_is_not_repeated() -> None:
+    wrapped = ResilientTool.wrap(flaky_tool("send_email", failures=1))
+    first = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="1"))
+    second = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="2"))
+    assert body(first)["error"] == "unknown_outcome"
+    data = body(second)
+    assert data["error"] == "duplicate_call"
+    assert "may or may not have taken effect" in data["message"]
+    assert "check whether it took effect" in data["suggestion"]
+    assert CALLS["send_email"] == 1
+
+
+def test_block_mode_escalates_and_previews() -> None:
+    wrapped = ResilientTool.wrap(book_tool(), policy=ToolPolicy(dedup_looping_after=2))
+    wrapped.invoke({"city": "Oslo"})
+    first = json.loads(wrapped.invoke({"city": "Oslo"}))
+    second = json.loads(wrapped.invoke({"city": "Oslo"}))
+    assert first["error"] == "duplicate_call" and "looping" not in first
+    assert first["previous_result"] == "booked a flight to Oslo"
+    assert second["looping"] is True and "going in circles" in second["message"]
+    assert second["repeats"] == 2
+    assert CALLS["book_flight"] == 1
+
+
+def test_reuse_ttl_expires() -> None:
+    from langchain_resilient_tools._stages.dedup import DedupStage
+
+    now = [0.0]
+    wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup_ttl=60))
+    stage = next(s for s in wrapped.pipeline.stages if isinstance(s, DedupStage))
+    stage.clock = lambda: now[0]
+    wrapped.invoke({"city": "Paris"})
+    assert "repeats" in wrapped.invoke({"city": "Paris"})
+    now[0] = 61.0
+    assert wrapped.invoke({"city": "Paris"}) == "sunny in Paris"
+    assert CALLS["get_weather"] == 2
+
+
+def test_memory_is_bounded_by_max_entries() -> None:
+    from langchain_resilient_tools._stages.dedup import DedupStage
+
+    wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup_max_entries=50))
+    for i in range(200):
+        wrapped.invoke({"city": f"c{i}"})
+    stage = next(s for s in wrapped.pipeline.stages if isinstance(s, DedupStage))
+    assert len(stage._ledgers["get_weather"]) == 50
+    assert wrapped.invoke({"city": "c199"}).startswith("[This repeats")
+    assert wrapped.invoke({"city": "c0"}) == "sunny in c0"  # forgotten: run again
+
+
+async def test_async_parallel_reads_wait_for_the_first() -> None:
+    import asyncio
+
+    started = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def slow(query: str) -> str:
+        started.set()
+        await gate.wait()
+        return f"late {query}"
+
+    tool = counted("search_slow", lambda query: "", coroutine=slow)
+    wrapped = ResilientTool.wrap(tool)
+    first = asyncio.ensure_future(wrapped.ainvoke(tool_call("search_slow", {"query": "q"}, id="1")))
+    await started.wait()
+    second = asyncio.ensure_future(
+        wrapped.ainvoke(tool_call("search_slow", {"query": "q"}, id="2"))
+    )
+    await asyncio.sleep(0)
+    assert not second.done()  # waiting for the first, not running the tool again
+    gate.set()
+    one, two = await asyncio.gather(first, second)
+    assert one.content == "late q"
+    assert two.content.endswith("late q") and two.tool_call_id == "2"
+    assert CALLS["search_slow"] == 1
+
+
+def test_many_parallel_identical_calls_are_decided_once(harness: Harness) -> None:
+    reads = [tool_call("search_web", {"query": "q"}, id=f"r{i}") for i in range(10)]
+    writes = [tool_call("book_flight", {"city": "Oslo"}, id=f"w{i}") for i in range(10)]
+    result = harness.run([search_tool(), book_tool()], reads + writes)
+    assert CALLS["search_web"] == 1 and CALLS["book_flight"] == 1
+    served = Counter(
+        result[f"r{i}"].response_metadata["resilience"]["served_by"] for i in range(10)
+    )
+    assert served == {"tool": 1, "dedup": 9}
+    errors = Counter(
+        body(result[f"w{i}"])["error"] for i in range(10) if result[f"w{i}"].status == "error"
+    )
+    assert errors == {"duplicate_call": 9}
+    answered_once(result.state)
+
+
+def test_first_twins() -> None:
+    from langchain_resilient_tools._dedup import first_twins
+
+    calls = [
+        tool_call("a", {"q": "x"}, id="1"),
+        tool_call("a", {"q": " x "}, id="2"),
+        tool_call("b", {"q": "x"}, id="3"),
+        tool_call("a", {"q": "x"}, id="4"),
+        {"name": "a", "args": "not parsed", "id": "5"},
+    ]
+    assert first_twins(calls) == [None, 0, None, 0, None]
+
+
+def test_the_first_of_identical_calls_is_the_one_that_runs(harness: Harness) -> None:
+    if harness.mode == "sync" and harness.adapter != "node":
+        pytest.skip("ToolNode's own sync dispatch decides which identical call starts first")
+    calls = [
+        tool_call("search_web", {"query": "q"}, id="first"),
+        tool_call("book_flight", {"city": "Oslo"}, id="book"),
+        tool_call("search_web", {"query": "q"}, id="again"),
+        tool_call("book_flight", {"city": "Oslo"}, id="rebook"),
+    ]
+    for _ in range(3):  # no luck involved
+        CALLS.clear()
+        result = harness.run([search_tool(), book_tool()], calls)
+        assert result["first"].content == "results for q"
+        assert str(result["again"].content).startswith("[This repeats an earlier")
+        assert result["book"].content == "booked a flight to Oslo"
+        data = body(result["rebook"])
+        assert data["error"] == "duplicate_call"
+        if harness.adapter == "node":  # the node runs a twin after its original finished
+            assert data["previous_result"] == "booked a flight to Oslo"
+        assert CALLS == {"search_web": 1, "book_flight": 1}

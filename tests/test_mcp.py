@@ -1,0 +1,181 @@
+"""Tools of a real MCP server (FastMCP over stdio and streamable HTTP) through every adapter.
+
+The server (`tests/mcp_server.py`) runs as a subprocess; its tools are loaded with
+langchain-mcp-adapters, exactly as users load them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+pytest.importorskip("langchain_mcp_adapters")
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_mcp_adapters.tools import load_mcp_tools
+
+from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
+from langchain_resilient_tools.testing import tool_call
+from tests.conftest import Harness
+
+SERVER = str(Path(__file__).with_name("mcp_server.py"))
+SECRETS = ("hunter2", "sk-live-abcdef1234567890abcdef")
+POLICIES = {"get_slow": ToolPolicy(timeout=0.3, retry=RetryPolicy(max_attempts=1))}
+SYNC_ONLY_TOOL = "ToolNode and create_agent cannot run async-only (MCP) tools from sync code"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_http_server() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, SERVER, "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("the MCP test server did not start")
+            time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def http_client(url: str) -> MultiServerMCPClient:
+    return MultiServerMCPClient({"t": {"transport": "streamable_http", "url": url}})
+
+
+def stdio_client() -> MultiServerMCPClient:
+    return MultiServerMCPClient(
+        {"t": {"transport": "stdio", "command": sys.executable, "args": [SERVER, "stdio"]}}
+    )
+
+
+@pytest.fixture(scope="module")
+def http_tools() -> Iterator[list[BaseTool]]:
+    proc, url = start_http_server()
+    try:
+        yield asyncio.run(http_client(url).get_tools())
+    finally:
+        stop(proc)
+
+
+CALLS = [
+    tool_call("get_weather", {"city": "Paris"}, id="ok"),
+    tool_call("get_order", {"order_id": 7}, id="raises"),
+    tool_call("search_docs", {"query": "x"}, id="is_error"),
+    tool_call("get_slow", {"query": "x"}, id="hangs"),
+    tool_call("get_weather", {"town": "Paris", "days": "x"}, id="bad_args"),
+]
+
+
+def envelope(message: ToolMessage) -> dict[str, Any]:
+    assert message.status == "error", message.content
+    data: dict[str, Any] = json.loads(str(message.content))
+    return data
+
+
+def check_answers(answers: dict[str, ToolMessage], *, hang: bool = True) -> None:
+    assert answers["ok"].status == "success"
+    assert "sunny in Paris" in str(answers["ok"].content)
+    assert answers["ok"].response_metadata["resilience"]["repairs"] == []  # runtime is injected
+    raised, is_error = envelope(answers["raises"]), envelope(answers["is_error"])
+    assert raised["error"] == is_error["error"] == "tool_error"
+    assert raised["retryable"] is False and raised["attempts"] == 1
+    assert "db error for 7" in raised["message"]  # the useful part stays
+    assert "index offline" in is_error["message"]
+    bad = envelope(answers["bad_args"])
+    assert bad["error"] == "invalid_arguments"
+    if hang:
+        slow = envelope(answers["hangs"])
+        assert slow["error"] == "timeout" and slow["retryable"] is True
+    text = json.dumps([m.content for m in answers.values()])
+    for secret in SECRETS:
+        assert secret not in text
+
+
+def test_http_server_through_every_adapter(harness: Harness, http_tools: list[BaseTool]) -> None:
+    if harness.mode == "sync" and harness.adapter != "tool":
+        pytest.skip(SYNC_ONLY_TOOL)
+    start = time.monotonic()
+    result = harness.run(http_tools, CALLS, policies=POLICIES)
+    assert time.monotonic() - start < 4  # the 5 s hang was cut at 0.3 s
+    check_answers(result.messages)
+    rows = harness.stats()
+    assert rows["get_slow"]["errors_by_type"] == {"timeout": 1}
+    assert rows["get_weather"]["calls"] == 2
+
+
+def test_transport_failure_is_a_retryable_infrastructure_error(harness: Harness) -> None:
+    if harness.mode == "sync" and harness.adapter != "tool":
+        pytest.skip(SYNC_ONLY_TOOL)
+    proc, url = start_http_server()
+    try:
+        tools = asyncio.run(http_client(url).get_tools())
+    finally:
+        stop(proc)  # the server is gone before the call
+    policy = ToolPolicy(retry=RetryPolicy(max_attempts=2))
+    result = harness.run(tools, [CALLS[0]], policy=policy)
+    data = envelope(result["ok"])
+    assert data["error"] == "transient_failure"
+    assert data["retryable"] is True and data["attempts"] == 2
+    assert "mistake" not in data["suggestion"].lower()
+
+
+async def test_stdio_session_through_every_adapter(harness: Harness) -> None:
+    if harness.mode == "sync":
+        pytest.skip("a live stdio session belongs to the test's event loop")
+    async with stdio_client().session("t") as session:
+        tools = await load_mcp_tools(session)
+        ai = AIMessage("", tool_calls=CALLS)
+        graph = harness.build(tools, policies=POLICIES, ai=ai)
+        payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
+        state = await graph.ainvoke(payload)
+    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    check_answers(answers)
+
+
+def test_stdio_tool_is_callable_from_sync_code() -> None:
+    tools = {t.name: t for t in asyncio.run(stdio_client().get_tools())}
+    weather = ResilientTool.wrap(tools["get_weather"])
+    message = weather.invoke(CALLS[0])
+    assert message.status == "success" and "sunny in Paris" in str(message.content)
+    search = ResilientTool.wrap(tools["search_docs"])
+    data = json.loads(search.invoke({"query": "x"}))  # plain call: the envelope as JSON
+    assert data["error"] == "tool_error" and "index offline" in data["message"]
+    assert SECRETS[1] not in data["message"]
+
+
+def test_sync_timeout_holds_for_async_only_tools(http_tools: list[BaseTool]) -> None:
+    slow = next(t for t in http_tools if t.name == "get_slow")
+    tool = ResilientTool.wrap(slow, policy=POLICIES["get_slow"])
+    start = time.monotonic()
+    data = json.loads(tool.invoke({"query": "x"}))
+    assert data["error"] == "timeout"
+    assert time.monotonic() - start < 1.5
