@@ -27,6 +27,14 @@ def graph_store(config: RunnableConfig | None) -> Any:
     return getattr(runtime, "store", None)
 
 
+def step_id_of(config: RunnableConfig | None) -> str | None:
+    """The graph step (task) a tool runs in, if any: all calls of one ToolNode step share it."""
+    if not config:
+        return None
+    value = (config.get("configurable") or {}).get("__pregel_task_id")
+    return None if value is None else str(value)
+
+
 def _field_names(schema: Any) -> frozenset[str]:
     if isinstance(schema, dict):
         return frozenset(schema.get("properties", {}))

@@ -26,6 +26,7 @@ from ._errors import (
     InvalidArguments,
     LowQualityResult,
     MalformedCall,
+    OutcomeStillUnknown,
     StateUnavailable,
     ThreadsExhausted,
     ToolErrorType,
@@ -215,6 +216,13 @@ def classify(exc: BaseException, call: Call) -> Failure:
             m.TRANSIENT.format(tool=name, kind=m.STATE_UNAVAILABLE),
             m.TRANSIENT_HINT,
             True,
+        )
+    if isinstance(exc, OutcomeStillUnknown):
+        return Failure(
+            ToolErrorType.UNKNOWN_OUTCOME,
+            m.UNKNOWN_OUTCOME_RERUN.format(tool=name),
+            m.UNKNOWN_OUTCOME_HINT,
+            False,
         )
     if isinstance(exc, DuplicateCall):
         message = m.DUPLICATE_LOOPING if exc.looping else m.DUPLICATE

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cachetools import TTLCache
+from langchain_core.messages import AIMessage
 
+from ._call import Call
 from ._key import canonical
 from ._policy import DedupMode
 
@@ -38,6 +40,9 @@ class Action(enum.Enum):
     """Answer ``duplicate_call``."""
     WAIT = "wait"
     """An identical idempotent call is running: wait for it, then decide again."""
+    REPLAY = "replay"
+    """The same tool call again (a resume re-runs the step): its own result, unmarked,
+    or for a write whose outcome was unknown, that again."""
 
 
 @dataclass(slots=True)
@@ -51,6 +56,9 @@ class Entry:
     """How many times the call was repeated after the first."""
     at: float = 0.0
     """When the entry was made (the ledger clock, wall time by default)."""
+    call_id: str = ""
+    """The tool call that made the entry: the same id again is a re-run (a resume from
+    a checkpoint), answered with what that call returned, not as a repeat."""
     done: concurrent.futures.Future[None] | None = field(default=None, repr=False)
     """Resolved when a ``pending`` call finishes (in memory only)."""
 
@@ -62,6 +70,7 @@ class Entry:
             "content": self.content,
             "repeats": self.repeats,
             "at": self.at,
+            "call_id": self.call_id,
         }
 
     @classmethod
@@ -75,7 +84,27 @@ class Entry:
             content=data.get("content"),
             repeats=int(data.get("repeats") or 0),
             at=float(data.get("at") or 0.0),
+            call_id=str(data.get("call_id") or ""),
         )
+
+
+def scope_of(call: Call) -> str | None:
+    """Who shares a ledger: one conversation thread, else one model message.
+
+    Without a thread id a graph may be serving many users, so dedup never reaches past
+    the AIMessage that made the call (or, for a wrapped tool that cannot see the
+    messages, past the graph step that ran it). Outside a graph it is off.
+    """
+    if call.thread_id:
+        return f"thread:{call.thread_id}"
+    state = call.state
+    messages = state.get("messages") if isinstance(state, Mapping) else state
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, AIMessage) and message.id:
+                return f"message:{message.id}"
+    step = call.extras.get("step")
+    return f"step:{step}" if step else None
 
 
 def effective_mode(mode: DedupMode | None, idempotent: bool) -> DedupMode:
@@ -85,10 +114,12 @@ def effective_mode(mode: DedupMode | None, idempotent: bool) -> DedupMode:
     return "reuse" if idempotent else "block"
 
 
-def decide(mode: DedupMode, idempotent: bool, entry: Entry | None) -> Action:
-    """The action for a call whose earlier identical call is `entry` (if any)."""
+def decide(mode: DedupMode, idempotent: bool, entry: Entry | None, call_id: str = "") -> Action:
+    """The action for call `call_id` whose earlier identical call is `entry` (if any)."""
     if mode == "off" or entry is None or entry.status == "failed":
         return Action.RUN
+    if call_id and entry.call_id == call_id and entry.status in ("ok", "unknown_outcome"):
+        return Action.REPLAY
     if entry.status == "pending":
         return Action.WAIT if idempotent else Action.BLOCK
     if entry.status == "unknown_outcome":

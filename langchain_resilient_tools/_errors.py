@@ -15,6 +15,7 @@ exception, to an envelope::
     ├── InvalidArguments              the arguments do not fit the schema (`.fields`)
     ├── CircuitOpen                   the tool's breaker is open (`.retry_after_s`)
     ├── DuplicateCall                 a repeat that must not run again
+    ├── OutcomeStillUnknown           a re-run of a write whose first run is unconfirmed
     ├── LowQualityResult              a successful call whose result is useless
     └── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
 
@@ -114,6 +115,10 @@ class CircuitOpen(ResilienceSignal):
     def __init__(self, retry_after_s: float) -> None:
         super().__init__(f"circuit open for {retry_after_s:.1f} s")
         self.retry_after_s = retry_after_s
+
+
+class OutcomeStillUnknown(ResilienceSignal):
+    """This very call ran before (a step re-run on resume) and its outcome is unknown."""
 
 
 class DuplicateCall(ResilienceSignal):

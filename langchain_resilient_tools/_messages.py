@@ -21,6 +21,10 @@ UNKNOWN_OUTCOME_FAILURE = (
     "{tool} lost contact with its service ({kind}) before confirming the result. The action "
     "may or may not have taken effect, so it was not repeated."
 )
+UNKNOWN_OUTCOME_RERUN = (
+    "{tool} ran for this call before and did not confirm the result. The action may or may "
+    "not have taken effect, so it was not run again."
+)
 UNKNOWN_OUTCOME_HINT = (
     "Do not repeat this call blindly: first check whether it took effect (for example with a "
     "read, get or list tool), then tell the user what you found."

@@ -33,7 +33,7 @@ from . import _messages as m
 from ._backend import BackendError, StateBackend, as_backend
 from ._breaker import CLOSED, HALF_OPEN, OPEN, PROBE_BUSY_RETRY_S, CircuitBreaker, Ticket
 from ._call import Call
-from ._dedup import Action, Entry, decide, effective_mode
+from ._dedup import Action, Entry, decide, effective_mode, scope_of
 from ._errors import CircuitOpen, StateUnavailable
 from ._store import Entry as StoredResult
 
@@ -189,14 +189,19 @@ class SharedBreaker:
 
 
 def _ledger_key(call: Call, key: str) -> str:
-    return f"{call.name}:{call.thread_id or ''}:{key}"
+    return f"{call.name}:{scope_of(call) or ''}:{key}"
 
 
 def _restore(data: Any) -> Entry | None:
     if not isinstance(data, dict):
         return None
     if data.get("status") == "pending":
-        return Entry("pending", repeats=int(data.get("repeats") or 0), at=data.get("at") or 0.0)
+        return Entry(
+            "pending",
+            repeats=int(data.get("repeats") or 0),
+            at=data.get("at") or 0.0,
+            call_id=str(data.get("call_id") or ""),
+        )
     return Entry.restore(data)
 
 
@@ -212,13 +217,15 @@ class _Shared:
         """The action; for RUN/WARN the pending entry of this call (now in the store)."""
         call, backend = self.call, self.backend
         mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
-        pending = Entry("pending", at=backend.clock())
+        pending = Entry("pending", at=backend.clock(), call_id=call.id)
         if backend.claim(NS_DEDUP, self.lkey, pending.persisted(call.name), ttl=self.ttl):
             return Action.RUN, pending
         entry = _restore(backend.get(NS_DEDUP, self.lkey))
-        action = decide(mode, call.idempotent, entry)
+        action = decide(mode, call.idempotent, entry, call.id)
         if entry is None:  # gone between claim and get: run untracked
             return Action.WAIT, None
+        if action is Action.REPLAY:
+            return action, entry
         if action in (Action.RUN, Action.WARN):
             pending.repeats = entry.repeats + 1
             backend.put(NS_DEDUP, self.lkey, pending.persisted(call.name), ttl=self.ttl)
@@ -287,7 +294,7 @@ async def shared_awrap(
     shared, action, entry = started
     if action is Action.WAIT or entry is None:
         return await call_next(call)
-    if action in (Action.REUSE, Action.BLOCK):
+    if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
         return stage._answer(call, action, entry)
     if action is Action.WARN:
         stage._notice(call, entry, m.DEDUP_WARN)
@@ -305,7 +312,7 @@ async def shared_awrap(
 
 def _run(shared: _Shared, action: Action, entry: Entry, call_next: Callable[[Call], Any]) -> Any:
     stage, call = shared.stage, shared.call
-    if action in (Action.REUSE, Action.BLOCK):
+    if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
         return stage._answer(call, action, entry)
     if action is Action.WARN:
         stage._notice(call, entry, m.DEDUP_WARN)

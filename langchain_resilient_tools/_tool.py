@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as make_tool
 from pydantic import ConfigDict, PrivateAttr
 
-from ._adapt import graph_store, has_native_async, has_sync, split_args, thread_id_of
+from ._adapt import graph_store, has_native_async, has_sync, split_args, step_id_of, thread_id_of
 from ._call import Call
 from ._deadline import deadline_of
 from ._envelope import envelope, failure_message, success_message
@@ -141,6 +141,7 @@ class ResilientTool(BaseTool):
             valid_tools=(self.name,),
             injected=injected,
             thread_id=thread_id_of(config),
+            extras={"step": step_id_of(config)},
             deadline=deadline_of(config),
             offload=not self._native_async,
             store=graph_store(config),

@@ -90,11 +90,14 @@ def test_ledger_is_bounded_by_ttl_and_size() -> None:
 
 
 def test_entry_round_trip() -> None:
-    entry = Entry("ok", content="x", repeats=2, at=5.0)
+    entry = Entry("ok", content="x", repeats=2, at=5.0, call_id="c1")
     data = entry.persisted("get_x")
-    assert data == {"tool": "get_x", "status": "ok", "content": "x", "repeats": 2, "at": 5.0}
+    assert data == {
+        "tool": "get_x", "status": "ok", "content": "x", "repeats": 2, "at": 5.0, "call_id": "c1"
+    }  # fmt: skip
     back = Entry.restore(data)
-    assert back is not None and (back.status, back.content, back.repeats) == ("ok", "x", 2)
+    assert back is not None
+    assert (back.status, back.content, back.repeats, back.call_id) == ("ok", "x", 2, "c1")
     assert Entry.restore({"status": "pending"}) is None
 
 
@@ -256,13 +259,15 @@ def test_escalates_when_looping(harness: Harness) -> None:
     assert len(looping) == 2  # the 2nd and 3rd repeat
 
 
-# -- ResilientTool directly (per-pipeline scope without a thread) ------------------------
+# -- ResilientTool directly, within one conversation thread -------------------------------
+
+THREAD = {"configurable": {"thread_id": "t-direct"}}
 
 
 def test_write_with_unknown_outcome_is_not_repeated() -> None:
     wrapped = ResilientTool.wrap(flaky_tool("send_email", failures=1))
-    first = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="1"))
-    second = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="2"))
+    first = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="1"), THREAD)
+    second = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="2"), THREAD)
     assert body(first)["error"] == "unknown_outcome"
     data = body(second)
     assert data["error"] == "duplicate_call"
@@ -273,9 +278,9 @@ def test_write_with_unknown_outcome_is_not_repeated() -> None:
 
 def test_block_mode_escalates_and_previews() -> None:
     wrapped = ResilientTool.wrap(book_tool(), policy=ToolPolicy(dedup_looping_after=2))
-    wrapped.invoke({"city": "Oslo"})
-    first = json.loads(wrapped.invoke({"city": "Oslo"}))
-    second = json.loads(wrapped.invoke({"city": "Oslo"}))
+    wrapped.invoke({"city": "Oslo"}, THREAD)
+    first = json.loads(wrapped.invoke({"city": "Oslo"}, THREAD))
+    second = json.loads(wrapped.invoke({"city": "Oslo"}, THREAD))
     assert first["error"] == "duplicate_call" and "looping" not in first
     assert first["previous_result"] == "booked a flight to Oslo"
     assert second["looping"] is True and "going in circles" in second["message"]
@@ -290,10 +295,10 @@ def test_reuse_ttl_expires() -> None:
     wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup_ttl=60))
     stage = next(s for s in wrapped.pipeline.stages if isinstance(s, DedupStage))
     stage.clock = lambda: now[0]
-    wrapped.invoke({"city": "Paris"})
-    assert "repeats" in wrapped.invoke({"city": "Paris"})
+    wrapped.invoke({"city": "Paris"}, THREAD)
+    assert "repeats" in wrapped.invoke({"city": "Paris"}, THREAD)
     now[0] = 61.0
-    assert wrapped.invoke({"city": "Paris"}) == "sunny in Paris"
+    assert wrapped.invoke({"city": "Paris"}, THREAD) == "sunny in Paris"
     assert CALLS["get_weather"] == 2
 
 
@@ -302,11 +307,11 @@ def test_memory_is_bounded_by_max_entries() -> None:
 
     wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup_max_entries=50))
     for i in range(200):
-        wrapped.invoke({"city": f"c{i}"})
+        wrapped.invoke({"city": f"c{i}"}, THREAD)
     stage = next(s for s in wrapped.pipeline.stages if isinstance(s, DedupStage))
     assert len(stage._ledgers["get_weather"]) == 50
-    assert wrapped.invoke({"city": "c199"}).startswith("[This repeats")
-    assert wrapped.invoke({"city": "c0"}) == "sunny in c0"  # forgotten: run again
+    assert wrapped.invoke({"city": "c199"}, THREAD).startswith("[This repeats")
+    assert wrapped.invoke({"city": "c0"}, THREAD) == "sunny in c0"  # forgotten: run again
 
 
 async def test_async_parallel_reads_wait_for_the_first() -> None:
@@ -322,10 +327,12 @@ async def test_async_parallel_reads_wait_for_the_first() -> None:
 
     tool = counted("search_slow", lambda query: "", coroutine=slow)
     wrapped = ResilientTool.wrap(tool)
-    first = asyncio.ensure_future(wrapped.ainvoke(tool_call("search_slow", {"query": "q"}, id="1")))
+    first = asyncio.ensure_future(
+        wrapped.ainvoke(tool_call("search_slow", {"query": "q"}, id="1"), THREAD)
+    )
     await started.wait()
     second = asyncio.ensure_future(
-        wrapped.ainvoke(tool_call("search_slow", {"query": "q"}, id="2"))
+        wrapped.ainvoke(tool_call("search_slow", {"query": "q"}, id="2"), THREAD)
     )
     await asyncio.sleep(0)
     assert not second.done()  # waiting for the first, not running the tool again
@@ -385,3 +392,56 @@ def test_the_first_of_identical_calls_is_the_one_that_runs(harness: Harness) -> 
         if harness.adapter == "node":  # the node runs a twin after its original finished
             assert data["previous_result"] == "booked a flight to Oslo"
         assert CALLS == {"search_web": 1, "book_flight": 1}
+
+
+# -- scope and re-runs -------------------------------------------------------------------
+
+
+def test_without_a_thread_dedup_stays_within_one_message() -> None:
+    """Without a thread id a graph may serve many users: no result crosses messages."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, StateGraph
+
+    from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
+
+    g = StateGraph(ResilientToolsState)
+    g.add_node("tools", ResilientToolNode([book_tool()]))
+    g.add_edge(START, "tools")
+    g.add_edge("tools", END)
+    graph = g.compile()
+    twice = [tool_call("book_flight", {"city": "Oslo"}, id=f"a{i}") for i in range(2)]
+    out = graph.invoke({"messages": [AIMessage("", tool_calls=twice)]})
+    assert CALLS["book_flight"] == 1  # the twin in the same message is blocked
+    assert json.loads(out["messages"][-1].content)["error"] == "duplicate_call"
+    other_user = [tool_call("book_flight", {"city": "Oslo"}, id="b0")]
+    out = graph.invoke({"messages": [AIMessage("", tool_calls=other_user)]})
+    assert out["messages"][-1].content == "booked a flight to Oslo"
+    assert CALLS["book_flight"] == 2
+
+
+def test_direct_calls_outside_a_graph_are_not_deduplicated() -> None:
+    wrapped = ResilientTool.wrap(book_tool())
+    assert wrapped.invoke({"city": "Oslo"}) == wrapped.invoke({"city": "Oslo"})
+    assert CALLS["book_flight"] == 2
+
+
+def test_the_same_call_id_again_is_answered_with_its_own_result() -> None:
+    """A resume re-runs a step: its calls keep their answers and do not run again."""
+    wrapped = ResilientTool.wrap(book_tool())
+    first = wrapped.invoke(tool_call("book_flight", {"city": "Oslo"}, id="c1"), THREAD)
+    again = wrapped.invoke(tool_call("book_flight", {"city": "Oslo"}, id="c1"), THREAD)
+    assert first.content == again.content == "booked a flight to Oslo"
+    assert again.status == "success"
+    assert again.response_metadata["resilience"]["served_by"] == "dedup"
+    assert CALLS["book_flight"] == 1
+    other = wrapped.invoke(tool_call("book_flight", {"city": "Oslo"}, id="c2"), THREAD)
+    assert body(other)["error"] == "duplicate_call"
+
+
+def test_a_rerun_of_a_write_with_unknown_outcome_stays_unknown() -> None:
+    wrapped = ResilientTool.wrap(flaky_tool("send_email", failures=1))
+    first = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="c1"), THREAD)
+    again = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="c1"), THREAD)
+    assert body(first)["error"] == body(again)["error"] == "unknown_outcome"
+    assert "ran for this call before" in body(again)["message"]
+    assert CALLS["send_email"] == 1

@@ -1,7 +1,7 @@
 """Dedup: a call identical to an earlier one is reused, blocked, or flagged.
 
 The key is `_key.call_key` (tool name and canonical arguments, or `ToolPolicy.dedup_key`),
-scoped by conversation thread (no thread: the whole pipeline). What happens is decided
+scoped by conversation thread (no thread: the model message, see `scope_of`). What happens is decided
 by `_dedup.decide`. Identical calls running at the same time are decided once: a read
 waits for the first and reuses its result, a write is blocked. Entries come from this
 pipeline's in-memory ledger, or from the graph state's ``tool_ledger`` (so dedup
@@ -24,9 +24,18 @@ from langgraph.types import Command
 from .. import _messages as m
 from .._call import Call
 from .._classify import classify
-from .._dedup import Action, Entry, Ledger, Status, block_reason, decide, effective_mode
+from .._dedup import (
+    Action,
+    Entry,
+    Ledger,
+    Status,
+    block_reason,
+    decide,
+    effective_mode,
+    scope_of,
+)
 from .._envelope import _content_of
-from .._errors import DuplicateCall, ToolErrorType
+from .._errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
 from .._key import call_key
 from .._redact import redact
 from .._shared import LOCAL, backend_for, shared_awrap, shared_wrap
@@ -87,7 +96,7 @@ class DedupStage(Stage):
     def _begin(self, call: Call, key: str) -> tuple[Action, Entry, Waiter | None]:
         """Decide; for RUN/WARN a fresh pending entry now stands for this call."""
         mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
-        scoped = (call.thread_id or "", key)
+        scoped = (scope_of(call) or "", key)
         with self._lock:
             ledger = self._ledger(call)
             entry = ledger.get(scoped)
@@ -97,13 +106,15 @@ class DedupStage(Stage):
                     ledger.put(scoped, entry)
                 else:
                     entry = None
-            action = decide(mode, call.idempotent, entry)
+            action = decide(mode, call.idempotent, entry, call.id)
             if action in (Action.RUN, Action.WARN):
                 repeats = 0 if entry is None else entry.repeats + 1
-                entry = Entry("pending", repeats=repeats, at=ledger.clock())
+                entry = Entry("pending", repeats=repeats, at=ledger.clock(), call_id=call.id)
                 ledger.put(scoped, entry)
                 return action, entry, None
             assert entry is not None
+            if action is Action.REPLAY:
+                return action, entry, None
             if action is Action.WAIT:
                 if entry.done is None:
                     entry.done = concurrent.futures.Future()  # made only when someone waits
@@ -170,6 +181,11 @@ class DedupStage(Stage):
             call.record.notices.append(m.DEDUP_LOOPING.format(n=entry.repeats))
 
     def _answer(self, call: Call, action: Action, entry: Entry) -> Any:
+        if action is Action.REPLAY:
+            if entry.status == "unknown_outcome":
+                raise OutcomeStillUnknown()
+            call.record.served_by = "dedup"
+            return entry.content
         if action is Action.REUSE:
             call.record.served_by = "dedup"
             self._notice(call, entry, m.DEDUP_REUSED)
@@ -184,8 +200,13 @@ class DedupStage(Stage):
 
     # -- drivers ---------------------------------------------------------------------
 
+    @staticmethod
+    def _off(call: Call) -> bool:
+        mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
+        return mode == "off" or scope_of(call) is None
+
     def wrap(self, call: Call, call_next: Next) -> Any:
-        if effective_mode(call.resolved.policy.dedup, call.idempotent) == "off":
+        if self._off(call):
             return call_next(call)
         key = call_key(call)
         backend = backend_for(self.env, call)
@@ -200,7 +221,7 @@ class DedupStage(Stage):
             except concurrent.futures.TimeoutError:
                 return call_next(call)  # still running: run this one untracked
             action, entry, _ = self._begin(call, key)
-        if action in (Action.REUSE, Action.BLOCK):
+        if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
             return self._answer(call, action, entry)
         if action is Action.WAIT:
             return call_next(call)
@@ -218,7 +239,7 @@ class DedupStage(Stage):
         return value
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        if effective_mode(call.resolved.policy.dedup, call.idempotent) == "off":
+        if self._off(call):
             return await call_next(call)
         key = call_key(call)
         backend = backend_for(self.env, call)
@@ -230,7 +251,7 @@ class DedupStage(Stage):
         if waiter is not None:
             await asyncio.wait({asyncio.wrap_future(waiter)}, timeout=_wait_limit(call))
             action, entry, _ = self._begin(call, key)
-        if action in (Action.REUSE, Action.BLOCK):
+        if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
             return self._answer(call, action, entry)
         if action is Action.WAIT:
             return await call_next(call)  # still running: run this one untracked

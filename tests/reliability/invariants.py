@@ -273,9 +273,9 @@ def _expected(scenario: Scenario, phases: list[Phase], c: CallSpec, msg: ToolMes
         1 for o in scenario.calls if o.kind in RUNNABLE and (o.tool, o.query) == (c.tool, c.query)
     )
     resumed = len(phases) > 1
-    # KNOWN ISSUE (dedup, reported): on resume after an interrupt, a graph node re-runs
-    # its sibling calls with the same ids and the dedup stage blocks them as duplicates.
-    dup_err = {"duplicate_call"} if twins > 1 or resumed else set()
+    # On resume a node re-runs its calls with the same ids: they are answered with what
+    # they returned the first time, never as duplicates of themselves.
+    dup_err = {"duplicate_call"} if twins > 1 else set()
     marked = twins > 1 or resumed or c.kind == "repairable"  # reused/repaired: with a notice
     relaxed = twins > 1 or resumed  # a shared or re-run flap budget: either outcome
     expected = expected_result(spec, c.query)
