@@ -68,7 +68,9 @@ def run(url: str, calls: list[dict[str, Any]], fail: bool, delay: float, barrier
         app = graph.compile()
         if barrier is not None:
             barrier.wait(60)
-        state = app.invoke({"messages": [AIMessage("", tool_calls=calls)]})
+        # Both workers serve the same conversation: the ledger is scoped by its thread.
+        thread = {"configurable": {"thread_id": "conversation-1"}}
+        state = app.invoke({"messages": [AIMessage("", tool_calls=calls)]}, thread)
     answers = {
         m.tool_call_id: {"status": m.status, "content": m.content}
         for m in state["messages"]

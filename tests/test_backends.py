@@ -147,14 +147,18 @@ def test_local_policy_ignores_the_graph_store(harness: Harness) -> None:
     assert list(store.search(("langchain_resilient_tools", "breaker"))) == []
 
 
+THREAD = {"configurable": {"thread_id": "conversation-1"}}
+"""The workers serve one conversation: dedup is scoped by its thread."""
+
+
 def test_a_booking_repeated_on_another_worker_runs_once(harness: Harness) -> None:
     store = InMemoryStore()
     tools = [counted("book_room", lambda room: f"booked {room}")]
     policy = ToolPolicy(state_backend="store")
     call = tool_call("book_room", {"room": "101"}, id="b1")
-    first = harness.run(tools, [call], policy=policy, store=store)
+    first = harness.run(tools, [call], policy=policy, store=store, config=THREAD)
     assert first["b1"].status == "success" and "booked 101" in str(first["b1"].content)
-    again = harness.run(tools, [tool_call("book_room", {"room": "101"}, id="b2")], policy=policy, store=store)  # fmt: skip
+    again = harness.run(tools, [tool_call("book_room", {"room": "101"}, id="b2")], policy=policy, store=store, config=THREAD)  # fmt: skip
     assert _error(again, "b2")["error"] == "duplicate_call"
     assert CALLS["book_room"] == 1
 
@@ -163,8 +167,8 @@ def test_a_read_repeated_on_another_worker_is_reused(harness: Harness) -> None:
     store = InMemoryStore()
     tools = [ok_tool("get_weather")]
     policy = ToolPolicy(state_backend="store")
-    harness.run(tools, [tool_call("get_weather", {"city": "Oslo"}, id="w1")], policy=policy, store=store)  # fmt: skip
-    again = harness.run(tools, [tool_call("get_weather", {"city": "Oslo"}, id="w2")], policy=policy, store=store)  # fmt: skip
+    harness.run(tools, [tool_call("get_weather", {"city": "Oslo"}, id="w1")], policy=policy, store=store, config=THREAD)  # fmt: skip
+    again = harness.run(tools, [tool_call("get_weather", {"city": "Oslo"}, id="w2")], policy=policy, store=store, config=THREAD)  # fmt: skip
     assert again["w2"].status == "success" and "sunny in Oslo" in str(again["w2"].content)
     assert again["w2"].response_metadata["resilience"]["served_by"] == "dedup"
     assert CALLS["get_weather"] == 1
