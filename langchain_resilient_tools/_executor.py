@@ -20,7 +20,7 @@ import queue
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from concurrent.futures import wait as wait_futures
+from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, TypeVar
 
 from ._errors import AttemptTimeout, ThreadsExhausted
@@ -119,13 +119,15 @@ class TimedRunner:
         """Run `fn` on a worker; raise `AttemptTimeout` at the deadline."""
         self._admit(key, max_abandoned)
         fut = self._submit(fn)
-        wait_futures([fut], timeout=timeout)
-        if not fut.done():
-            if fut.cancel():
-                raise AttemptTimeout(timeout, started=False)
-            self._abandon(key, fut)
-            raise AttemptTimeout(timeout)
-        return fut.result()
+        try:
+            return fut.result(timeout)
+        except FuturesTimeout:
+            if fut.done():  # finished at the deadline, or the tool raised TimeoutError itself
+                return fut.result()
+        if fut.cancel():
+            raise AttemptTimeout(timeout, started=False)
+        self._abandon(key, fut)
+        raise AttemptTimeout(timeout)
 
     async def arun(
         self, key: str, fn: Callable[[], T], timeout: float | None, max_abandoned: int

@@ -97,8 +97,28 @@ def _span_attributes(event: CallEvent) -> dict[str, Any]:
     return attrs
 
 
+_UNSET_PROVIDERS = frozenset(
+    {"_ProxyMeterProvider", "NoOpMeterProvider", "ProxyTracerProvider", "NoOpTracerProvider"}
+)
+
+
+def configured() -> bool:
+    """Whether the application has set a real meter or tracer provider (an SDK)."""
+    if _metrics is None or _trace is None:
+        return False
+    meter = type(_metrics.get_meter_provider()).__name__
+    tracer = type(_trace.get_tracer_provider()).__name__
+    return meter not in _UNSET_PROVIDERS or tracer not in _UNSET_PROVIDERS
+
+
 def emit(event: CallEvent, *, breaker_opened: bool = False) -> None:
-    """Record `event` as metrics and a span. Never raises."""
+    """Record `event` as metrics and a span. Never raises.
+
+    Until the application sets a provider the API would only forward to no-ops, so
+    nothing is built at all (the hot path of every call).
+    """
+    if not configured():
+        return
     inst = _get()
     if inst is None:
         return

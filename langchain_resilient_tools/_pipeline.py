@@ -132,13 +132,20 @@ class Pipeline:
         self._on_outcome = on_outcome
         self.observer = Observer(self.stages)
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
-        chain: Next = _terminal
-        achain: AsyncNext = _aterminal
-        for stage in reversed(self.stages):
-            chain = partial(stage.wrap, call_next=chain)
-            achain = partial(stage.awrap, call_next=achain)
-        self._chain = chain
-        self._achain = achain
+        self._chains: dict[str, tuple[Next, AsyncNext]] = {}
+
+    def _chains_for(self, call: Call) -> tuple[Next, AsyncNext]:
+        """The stages that apply to the call's tool, composed once per tool name."""
+        chains = self._chains.get(call.name)
+        if chains is None:
+            chain: Next = _terminal
+            achain: AsyncNext = _aterminal
+            for stage in reversed(self.stages):
+                if stage.applies(call.resolved):
+                    chain = partial(stage.wrap, call_next=chain)
+                    achain = partial(stage.awrap, call_next=achain)
+            chains = self._chains[call.name] = (chain, achain)
+        return chains
 
     def new_call(
         self,
@@ -168,7 +175,7 @@ class Pipeline:
         """Drive `call` through the stages (sync). Never raises but for control flow."""
         start = time.perf_counter()
         try:
-            outcome = Outcome(call, value=self._chain(call))
+            outcome = Outcome(call, value=self._chains_for(call)[0](call))
         except Exception as exc:
             if _passes_through(exc):
                 raise
@@ -182,7 +189,7 @@ class Pipeline:
         """Drive `call` through the stages (async). Never raises but for control flow."""
         start = time.perf_counter()
         try:
-            outcome = Outcome(call, value=await self._achain(call))
+            outcome = Outcome(call, value=await self._chains_for(call)[1](call))
         except Exception as exc:
             if _passes_through(exc):
                 raise

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from .._call import Call
 from .._executor import TimedRunner
+from .._policy import ResolvedPolicy
 
 Next = Callable[[Call], Any]
 AsyncNext = Callable[[Call], Awaitable[Any]]
@@ -40,6 +41,14 @@ class Stage:
 
     def __init__(self, env: Env) -> None:
         self.env = env
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        """Whether this stage does anything for a tool with this policy.
+
+        The pipeline leaves a stage out of a tool's chain when it does not (decided
+        once per tool), so a feature that is off costs nothing on the hot path.
+        """
+        return True
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         return call_next(call)

@@ -17,6 +17,7 @@ from .._call import Call
 from .._errors import LowQualityResult, ToolRaised
 from .._health import is_service_failure
 from .._pertool import PerTool
+from .._policy import ResolvedPolicy
 from .._shared import SharedBreaker, backend_for
 from . import AsyncNext, Env, Next, Stage
 
@@ -42,6 +43,9 @@ def _slow(call: Call, seconds: float) -> bool:
 
 class BreakerStage(Stage):
     name = "breaker"
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        return resolved.policy.breaker is not None
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)

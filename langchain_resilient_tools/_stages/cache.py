@@ -18,6 +18,7 @@ from .. import _messages as m
 from .._call import Call
 from .._key import call_key
 from .._pertool import PerTool
+from .._policy import ResolvedPolicy
 from .._shared import SharedResultStore, backend_for
 from .._store import MemoryStore, ResultStore
 from . import AsyncNext, Env, Next, Stage
@@ -67,6 +68,10 @@ def reissue(value: Any, call: Call) -> Any:
 
 class CacheStage(Stage):
     name = "cache"
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        policy = resolved.policy
+        return resolved.idempotent and bool(policy.cache_ttl_s or policy.stale_max_age_s)
 
     def _hit(self, call: Call, store: ResultStore | None) -> tuple[bool, Any]:
         ttl = call.resolved.policy.cache_ttl_s

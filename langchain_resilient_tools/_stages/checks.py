@@ -18,6 +18,7 @@ from langgraph.types import Command
 
 from .._call import Call
 from .._errors import LowQualityResult
+from .._policy import ResolvedPolicy
 from .._redact import redact
 from .._truncate import text_of
 from ..checks import Check
@@ -72,6 +73,9 @@ def judge(call: Call, value: Any) -> None:
 
 class ChecksStage(Stage):
     name = "checks"
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        return bool(resolved.policy.result_checks)
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         value = call_next(call)

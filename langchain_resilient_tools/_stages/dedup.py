@@ -37,6 +37,7 @@ from .._dedup import (
 from .._envelope import _content_of
 from .._errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
 from .._key import call_key
+from .._policy import ResolvedPolicy
 from .._redact import redact
 from .._shared import LOCAL, backend_for, shared_awrap, shared_wrap
 from .._state import LEDGER_KEY
@@ -75,6 +76,9 @@ class DedupStage(Stage):
     name = "dedup"
     clock: Callable[[], float] = staticmethod(time.time)
     """The ledger clock (wall time, so that entries in graph state age across restarts)."""
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        return effective_mode(resolved.policy.dedup, resolved.idempotent) != "off"
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)

@@ -25,6 +25,7 @@ from .._call import Call
 from .._errors import ResilienceSignal
 from .._health import is_service_failure, surely_not_executed
 from .._key import call_key
+from .._policy import ResolvedPolicy
 from . import AsyncNext, Next, Stage
 from .cache import reissue, store_for
 
@@ -34,6 +35,12 @@ _NOTHING = object()
 
 class FallbackStage(Stage):
     name = "fallback"
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        policy = resolved.policy
+        return policy.fallback is not None or (
+            resolved.idempotent and policy.stale_max_age_s is not None
+        )
 
     def _stale(self, call: Call) -> Any:
         max_age = call.resolved.policy.stale_max_age_s
