@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, get_type_hints
 
 from langchain_core.runnables import RunnableConfig
@@ -43,8 +42,7 @@ def _field_names(schema: Any) -> frozenset[str]:
     return frozenset()
 
 
-@lru_cache(maxsize=1024)
-def _injected_keys_cached(tool: BaseTool) -> frozenset[str]:
+def _read_injected_keys(tool: BaseTool) -> frozenset[str]:
     try:
         full = _field_names(tool.get_input_schema())
         visible = _field_names(tool.tool_call_schema)
@@ -73,14 +71,25 @@ def _injected_params(tool: BaseTool) -> frozenset[str]:
     )
 
 
+_INJECTED: dict[int, tuple[BaseTool, frozenset[str]]] = {}
+"""`injected_keys` per tool object. Tools are unhashable pydantic models, so the cache
+is keyed by identity and keeps the tool (an id is never reused while it is held)."""
+
+
 def injected_keys(tool: BaseTool | None) -> frozenset[str]:
-    """Argument names the runtime injects (state, store, runtime, ...), never the model."""
+    """Argument names the runtime injects (state, store, runtime, ...), never the model.
+
+    Read from the tool's schemas once per tool object (it costs tens of µs)."""
     if tool is None:
         return frozenset()
-    try:
-        return _injected_keys_cached(tool)
-    except TypeError:  # an unhashable tool
-        return _injected_keys_cached.__wrapped__(tool)
+    hit = _INJECTED.get(id(tool))
+    if hit is not None and hit[0] is tool:
+        return hit[1]
+    keys = _read_injected_keys(tool)
+    if len(_INJECTED) >= 4096:
+        _INJECTED.clear()
+    _INJECTED[id(tool)] = (tool, keys)
+    return keys
 
 
 def split_args(

@@ -81,22 +81,9 @@ def derive_key(thread_id: str | None, tool_name: str, tool_call_id: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-_TAKES_KEY: dict[int, tuple[BaseTool, bool]] = {}
-
-
 def takes_key(tool: BaseTool | None) -> bool:
-    """Whether `tool` declares the injected ``idempotency_key`` parameter (cached per
-    tool object: tools are unhashable and reading their schemas costs tens of µs)."""
-    if tool is None:
-        return False
-    hit = _TAKES_KEY.get(id(tool))
-    if hit is not None and hit[0] is tool:
-        return hit[1]
-    answer = INJECTED_ARG in injected_keys(tool)
-    if len(_TAKES_KEY) >= 1024:
-        _TAKES_KEY.clear()
-    _TAKES_KEY[id(tool)] = (tool, answer)
-    return answer
+    """Whether `tool` declares the injected ``idempotency_key`` parameter."""
+    return tool is not None and INJECTED_ARG in injected_keys(tool)
 
 
 def key_for(call: Call) -> str:
@@ -205,6 +192,8 @@ def keyed_request(request: ToolCallRequest, call: Call, tool_call: Any) -> ToolC
     policy declares one."""
     tool = request.tool
     if tool is None or not (takes_key(tool) or declared(call)):
+        if tool_call is request.tool_call:
+            return request  # nothing changed: no copy on the hot path
         return request.override(tool_call=tool_call)
     return request.override(tool_call=tool_call, tool=cast(BaseTool, _KeyedTool(tool, call)))
 

@@ -327,8 +327,10 @@ class ResilientToolNode(ToolNode):
 
     @staticmethod
     def _request_for(request: ToolCallRequest, call: Call) -> ToolCallRequest:
-        tc: Any = {k: v for k, v in request.tool_call.items() if k != INVALID_KEY}
-        tc["args"] = call.args
+        tc: Any = request.tool_call
+        if INVALID_KEY in tc or tc["args"] != call.args:  # repaired: run what was repaired
+            tc = {k: v for k, v in tc.items() if k != INVALID_KEY}
+            tc["args"] = call.args
         return keyed_request(request, call, tc)
 
     def _guard(self, request: ToolCallRequest) -> None:
