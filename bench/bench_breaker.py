@@ -10,7 +10,7 @@ agent. The service is a sync tool with short real delays:
 
 Variants: `ToolRetryMiddleware` (langchain, 2 retries = 3 attempts, 10 ms initial
 delay, no jitter), this package with the same retry settings without and with its
-retry budget (the default: 10 + 20% of calls per 10 s), and with the budget plus a
+retry budget (the default: 10 + 50% of calls per 10 s), and with the budget plus a
 breaker (opens after 5 consecutive failed attempts).
 We report wall time, how many calls reached the service, and the share of calls that
 got a result. Results go to ``bench/results/breaker.json``.
@@ -84,7 +84,7 @@ def _middleware(variant: str) -> list[Any]:
         return [
             ToolRetryMiddleware(max_retries=2, initial_delay=0.01, backoff_factor=2, jitter=False)
         ]
-    budget = None if variant.endswith("no budget") else 0.2
+    budget = None if variant.endswith("no budget") else RetryPolicy().budget_ratio
     retry = RetryPolicy(
         max_attempts=3, initial_delay=0.01, multiplier=2, jitter=0, budget_ratio=budget
     )

@@ -85,10 +85,12 @@ class RetryPolicy(_Frozen):
     transient failures: timeouts, connection and OS errors, HTTP 429/5xx, and exceptions
     that carry ``retryable = True``. `ValueError`, `ToolException` and validation errors
     are never retried by default."""
-    budget_ratio: float | None = Field(default=0.2, ge=0)
+    budget_ratio: float | None = Field(default=0.5, ge=0)
     """Retry budget, shared by all calls of one tool: within `budget_window` seconds at
     most ``budget_min + budget_ratio * calls`` retries are made, so a failing service
-    does not get a retry storm. `None` turns the budget off."""
+    does not get a retry storm. `None` turns the budget off. The default, 0.5, lets a
+    service failing 30% of calls recover nearly every call while a service that is down
+    gets at most 1.5 times its normal load instead of `max_attempts` times."""
     budget_min: int = Field(default=10, ge=0)
     """Retries always allowed per `budget_window`, however few calls were made."""
     budget_window: float = Field(default=10.0, gt=0)
