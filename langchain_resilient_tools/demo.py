@@ -2,10 +2,10 @@
 
     python -m langchain_resilient_tools.demo
 
-A scripted chat model (no network, no API key) asks for six tool calls in one turn:
+A scripted chat model (no network, no API key) asks for seven tool calls in one turn:
 a flaky search, a hung report, a booking that hangs after it may have charged, a
-tool that leaks a password in its error, a misspelt tool and a call whose JSON is
-broken. The same turn is run through LangGraph's `ToolNode` and `ResilientToolNode`,
+tool that leaks a password in its error, a misspelt tool, a call whose JSON is
+broken but repairable, and one whose JSON was cut off. The same turn is run through LangGraph's `ToolNode` and `ResilientToolNode`,
 and a per-call report shows what the model would see.
 """
 
@@ -18,12 +18,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from . import ResilientToolNode, ResilientToolsState, RetryPolicy, ToolPolicy
+from .prompts import TOOL_ERROR_GUIDANCE, with_tool_error_guidance
 from .testing import ScriptedChatModel, invalid_call, tool_call
 
 _release = threading.Event()
@@ -88,16 +89,23 @@ TURN = AIMessage(
         tool_call("get_customer", {"customer_id": "c-42"}, id="call_customer"),
         tool_call("lookup_usr", {"name": "ada"}, id="call_typo"),
     ],
-    invalid_tool_calls=[invalid_call("search_flights", '{"destination": Lisbon', id="call_json")],
+    invalid_tool_calls=[
+        invalid_call("search_flights", "{'Destination': 'Porto',}", id="call_fixable"),
+        invalid_call("search_flights", '{"destination": "Lis', id="call_cut"),
+    ],
 )
 
 POLICY = ToolPolicy(timeout=0.5, retry=RetryPolicy(max_attempts=3, initial_delay=0.05, jitter=0))
 
 
+SYSTEM = SystemMessage(with_tool_error_guidance("You are a travel assistant."))
+"""The agent's system prompt, with the guidance on reading tool errors appended."""
+
+
 def _graph(node: Any) -> Any:
     model = ScriptedChatModel(script=[TURN, AIMessage("Here is what I found.")])
     g = StateGraph(ResilientToolsState)
-    g.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    g.add_node("agent", lambda state: {"messages": [model.invoke([SYSTEM, *state["messages"]])]})
     g.add_node("tools", node)
     g.add_edge(START, "agent")
     g.add_conditional_edges("agent", tools_condition)
@@ -155,7 +163,8 @@ def main() -> None:
         state = g.compile().invoke({"messages": [model_turn]})
         for m in state["messages"][1:]:
             print(f"{m.tool_call_id:<14} {m.status:<8} {_short(str(m.content))}")
-        print("call_json      —        NO ANSWER: invalid_tool_calls are never answered")
+        print("call_fixable   —        NO ANSWER: invalid_tool_calls are never answered")
+        print("call_cut       —        NO ANSWER: invalid_tool_calls are never answered")
         print(
             "(ToolNode has no timeout: get_report and create_booking would hang the step for 30 s)"
         )
@@ -174,6 +183,8 @@ def main() -> None:
         print(f"the agent went on to answer: {state['messages'][-1].content!r}")
         leaked = "hunter2" in json.dumps([str(m.content) for m in state["messages"]])
         print(f"secret leaked to the model: {leaked}")
+        first_line = TOOL_ERROR_GUIDANCE.strip().splitlines()[0]
+        print(f"system prompt ends with the error guidance: {first_line!r} …")
     _release.set()
 
 

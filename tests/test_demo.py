@@ -15,3 +15,5 @@ def test_demo_runs_and_reports(capsys: pytest.CaptureFixture[str]) -> None:
     for error in ("timeout", "unknown_outcome", "tool_error", "unknown_tool", "malformed_call"):
         assert error in out
     assert "'create_booking': 1" in out  # the write ran once
+    assert "call_fixable   success" in out  # repaired and run
+    assert "system prompt ends with the error guidance" in out
