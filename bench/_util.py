@@ -158,3 +158,15 @@ def save_json(results: Mapping[str, Any], path: Path | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, default=str) + "\n")
     return path
+
+
+def per_call_us(fn: Callable[[], Any], reps: int) -> float:
+    """Best-of-5 mean microseconds of one `fn()` (after one warm-up call)."""
+    fn()
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.perf_counter() - start) / reps)
+    return best * 1e6

@@ -53,18 +53,6 @@ RESULT = '{"organic": [{"title": "a", "link": "https://example.com"}], "total": 
 CHECKS = [empty_result, empty_field("organic"), error_prefix(), mcp_is_error]
 
 
-def per_call_us(fn: Callable[[], Any], reps: int) -> float:
-    """Best-of-5 mean microseconds of one `fn()`."""
-    fn()
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        best = min(best, (time.perf_counter() - start) / reps)
-    return best * 1e6
-
-
 def pipeline_call(
     stages: Sequence[type[Stage]], policy: ToolPolicy, *, distinct: bool
 ) -> Callable[[], Any]:

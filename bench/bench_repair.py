@@ -17,7 +17,6 @@ Times are microseconds per call, the best of 5 runs of ``--reps`` repetitions ea
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +29,8 @@ from langgraph.runtime import Runtime
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
 from langchain_resilient_tools._repair import repair_call
 from langchain_resilient_tools._validate import check, tool_schema
+
+from ._util import per_call_us
 
 _CONFIG: RunnableConfig = {"configurable": {"__pregel_runtime": Runtime()}}
 
@@ -46,18 +47,6 @@ def make_tool() -> BaseTool:
         return "ok"
 
     return StructuredTool.from_function(get_order)
-
-
-def per_call_us(fn: Callable[[], Any], reps: int) -> float:
-    """Best-of-5 mean microseconds of one `fn()`."""
-    fn()  # warm caches
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        best = min(best, (time.perf_counter() - start) / reps)
-    return best * 1e6
 
 
 def main() -> None:

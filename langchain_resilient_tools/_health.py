@@ -18,9 +18,12 @@ def is_service_failure(exc: BaseException, call: Call) -> bool:
     """Whether `exc`, raised for `call`, is an infrastructure failure of the tool's service."""
     if isinstance(exc, (AttemptTimeout, ThreadsExhausted, CircuitOpen)):
         return True
-    if not isinstance(exc, ToolRaised):
-        return False
-    original = exc.original
+    return isinstance(exc, ToolRaised) and retry_wants(exc.original, call)
+
+
+def retry_wants(original: BaseException, call: Call) -> bool:
+    """Whether `call`'s retry policy counts `original`, raised by the tool, as transient:
+    its `retry_on` types or predicate, else the default rule (`is_transient`)."""
     retry_on = call.resolved.policy.retry.retry_on
     if retry_on is None:
         return is_transient(original)

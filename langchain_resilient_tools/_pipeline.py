@@ -80,36 +80,44 @@ def _passes_through(exc: BaseException) -> bool:
     return isinstance(exc, GraphBubbleUp) or is_invalid_resume(exc)
 
 
-def _terminal(call: Call) -> Any:
-    assert call.run is not None, "the adapter gives every call a sync runner"
-    try:
-        value = call.run(call)
-    except ResilienceSignal:
-        raise
-    except Exception as exc:
-        if _passes_through(exc):
-            raise
-        raise ToolRaised(exc) from exc
+def _raised(exc: Exception) -> Exception:
+    """What leaves the tool for the stages: signals and control flow as they are, any
+    other exception wrapped as `ToolRaised` (the tool's failure, not ours)."""
+    if isinstance(exc, ResilienceSignal) or _passes_through(exc):
+        return exc
+    return ToolRaised(exc)
+
+
+def _returned(value: Any) -> Any:
+    """The tool's answer; one that reports an error (e.g. MCP ``isError``) fails the call."""
     reported = error_result(value)
     if reported is not None:
         raise ToolRaised(reported)
     return value
+
+
+def _terminal(call: Call) -> Any:
+    assert call.run is not None, "the adapter gives every call a sync runner"
+    try:
+        value = call.run(call)
+    except Exception as exc:
+        raised = _raised(exc)
+        if raised is exc:
+            raise
+        raise raised from exc
+    return _returned(value)
 
 
 async def _aterminal(call: Call) -> Any:
     assert call.arun is not None, "the adapter gives every call an async runner"
     try:
         value = await call.arun(call)
-    except ResilienceSignal:
-        raise
     except Exception as exc:
-        if _passes_through(exc):
+        raised = _raised(exc)
+        if raised is exc:
             raise
-        raise ToolRaised(exc) from exc
-    reported = error_result(value)
-    if reported is not None:
-        raise ToolRaised(reported)
-    return value
+        raise raised from exc
+    return _returned(value)
 
 
 class Pipeline:

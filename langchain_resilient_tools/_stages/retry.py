@@ -29,8 +29,8 @@ from tenacity.wait import wait_base
 from .. import _deadline, _testing
 from .._budget import RetryBudget
 from .._call import Call
-from .._classify import is_transient
 from .._errors import AttemptTimeout, LowQualityResult, ToolRaised
+from .._health import retry_wants
 from .._pertool import PerTool
 from .._policy import RetryPolicy
 from . import AsyncNext, Env, Next, Stage
@@ -42,15 +42,8 @@ def should_retry(call: Call, exc: BaseException) -> bool:
         return True
     if isinstance(exc, LowQualityResult):
         return call.resolved.policy.on_low_quality == "retry"
-    if not isinstance(exc, ToolRaised):
-        return False  # our own verdicts (open circuit, bad arguments, ...) are final
-    original = exc.original
-    retry_on = call.resolved.policy.retry.retry_on
-    if retry_on is None:
-        return is_transient(original)
-    if isinstance(retry_on, (type, tuple)):
-        return isinstance(original, retry_on)
-    return bool(retry_on(original))
+    # Our own verdicts (open circuit, bad arguments, ...) are final.
+    return isinstance(exc, ToolRaised) and retry_wants(exc.original, call)
 
 
 def backoff(policy: RetryPolicy) -> wait_base:
