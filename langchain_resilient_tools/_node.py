@@ -240,35 +240,32 @@ class ResilientToolNode(ToolNode):
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
+        _INPUT_TYPE.set(input_type)  # read by `_awrap` for sync tools; tasks copy it
         limit = config.get("max_concurrency")
         gate = asyncio.Semaphore(limit) if limit and limit < len(tool_calls) else None
-        twins, ran = first_twins(tool_calls), [asyncio.Event() for _ in tool_calls]
+        twins = first_twins(tool_calls)
+        pairs = list(zip(tool_calls, runtimes, strict=True))
+        if gate is None and not any(j is not None for j in twins):
+            outputs = await asyncio.gather(
+                *(self._arun_one(tc, input_type, rt) for tc, rt in pairs)
+            )
+        else:
+            ran = [asyncio.Event() for _ in tool_calls]
 
-        async def job(i: int, tc: ToolCall, rt: ToolRuntime) -> Any:
-            if (j := twins[i]) is not None:  # identical calls: the first one runs first
-                await ran[j].wait()
-            try:
-                if gate is None:
-                    return await self._arun_one(tc, input_type, rt)
-                async with gate:
-                    return await self._arun_one(tc, input_type, rt)
-            finally:
-                ran[i].set()
+            async def job(i: int, tc: ToolCall, rt: ToolRuntime) -> Any:
+                if (j := twins[i]) is not None:  # identical calls: the first one runs first
+                    await ran[j].wait()
+                try:
+                    if gate is None:
+                        return await self._arun_one(tc, input_type, rt)
+                    async with gate:
+                        return await self._arun_one(tc, input_type, rt)
+                finally:
+                    ran[i].set()
 
-        outputs = await asyncio.gather(
-            *(job(i, tc, rt) for i, (tc, rt) in enumerate(zip(tool_calls, runtimes, strict=True)))
-        )
+            outputs = await asyncio.gather(*(job(i, tc, rt) for i, (tc, rt) in enumerate(pairs)))
         output = self._with_errors(self._combine_tool_outputs(list(outputs), input_type), input)
         return self._after_step(output, input, config)
-
-    async def _arun_one(
-        self,
-        call: ToolCall,
-        input_type: Literal["list", "dict", "tool_calls"],
-        tool_runtime: ToolRuntime,
-    ) -> Any:
-        _INPUT_TYPE.set(input_type)  # task-local: read by `_awrap` for sync tools
-        return await super()._arun_one(call, input_type, tool_runtime)
 
     def _after_step(self, output: Any, input: Any, config: RunnableConfig) -> Any:
         """Dedup entries to ``tool_ledger``, and rollbacks (see `_rollback`)."""

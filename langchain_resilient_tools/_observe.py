@@ -91,8 +91,10 @@ def _parent_manager(*, is_async: bool = False) -> Any:
         )
 
         # Callbacks can only come from the current run's config: look before paying
-        # for `ensure_config` (a copy of the whole config on every call).
-        if not (var_child_runnable_config.get() or {}).get("callbacks"):
+        # for `ensure_config` (a copy of the whole config) and a new callback manager,
+        # which inside a graph is there on every call, usually with no handler at all.
+        callbacks = (var_child_runnable_config.get() or {}).get("callbacks")
+        if not callbacks or not getattr(callbacks, "handlers", True):
             return None
         config = ensure_config()
         if not config.get("callbacks"):
