@@ -39,15 +39,20 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
+        self._waiting = 0
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         fut: Future[T] = Future()
-        self._queue.put((fut, fn))
         with self._lock:
-            spawn = self._idle == 0 and self._threads < self.max_workers
+            # An idle worker takes one queued item: start a thread whenever the items
+            # waiting outnumber the idle workers (a worker woken for an earlier item is
+            # still counted idle until it takes it, so `idle == 0` alone is not enough).
+            self._waiting += 1
+            spawn = self._waiting > self._idle and self._threads < self.max_workers
             if spawn:
                 self._threads += 1
                 n = self._threads
+        self._queue.put((fut, fn))
         if spawn:
             threading.Thread(target=self._work, name=f"{self._name}-{n}", daemon=True).start()
         return fut
@@ -69,6 +74,7 @@ class WorkerPool:
                 return
             with self._lock:
                 self._idle -= 1
+                self._waiting -= 1
             if not fut.set_running_or_notify_cancel():
                 continue
             try:

@@ -111,3 +111,16 @@ def test_async_runner_offloads_sync_work(release: threading.Event) -> None:
         assert runner.abandoned("k") == 1
 
     asyncio.run(main())
+
+
+def test_work_queued_behind_a_hung_task_gets_its_own_thread(release: threading.Event) -> None:
+    """Two submissions while one worker is idle: the second must not wait behind the first."""
+    pool = WorkerPool(4, name="t")
+    pool.submit(lambda: None).result(5)  # one worker, now idle
+    for _ in range(50):  # the race needs both submissions before the worker wakes
+        hung = pool.submit(lambda: release.wait(30))
+        quick = pool.submit(lambda: 42)
+        assert quick.result(timeout=2) == 42
+        release.set()
+        hung.result(5)
+        release.clear()
