@@ -246,9 +246,7 @@ class ResilientToolNode(ToolNode):
         twins = first_twins(tool_calls)
         pairs = list(zip(tool_calls, runtimes, strict=True))
         if gate is None and not any(j is not None for j in twins):
-            outputs = await asyncio.gather(
-                *(self._arun_one(tc, input_type, rt) for tc, rt in pairs)
-            )
+            coros = [self._arun_one(tc, input_type, rt) for tc, rt in pairs]
         else:
             ran = [asyncio.Event() for _ in tool_calls]
 
@@ -263,8 +261,17 @@ class ResilientToolNode(ToolNode):
                 finally:
                     ran[i].set()
 
-            outputs = await asyncio.gather(*(job(i, tc, rt) for i, (tc, rt) in enumerate(pairs)))
-        output = self._with_errors(self._combine_tool_outputs(list(outputs), input_type), input)
+            coros = [job(i, tc, rt) for i, (tc, rt) in enumerate(pairs)]
+        # Like the sync path, a call that raises (an interrupt) is re-raised only once its
+        # siblings are done: none is left running in the background, and a resumed step
+        # finds their answers recorded instead of running them again.
+        results = await asyncio.gather(*coros, return_exceptions=True)
+        outputs: list[Any] = []
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            outputs.append(result)
+        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
         return self._after_step(output, input, config)
 
     def _after_step(self, output: Any, input: Any, config: RunnableConfig) -> Any:
