@@ -20,6 +20,7 @@ from cachetools import TTLCache
 from langchain_core.messages import AIMessage
 
 from ._call import Call
+from ._errors import OutcomeStillUnknown
 from ._key import canonical
 from ._policy import DedupMode
 
@@ -107,6 +108,14 @@ def scope_of(call: Call) -> str | None:
     return f"step:{step}" if step else None
 
 
+def run_untracked(call: Call) -> Call:
+    """`call`, to run untracked while an identical one is still running after the wait;
+    a write is never run twice, so for one this answers ``unknown_outcome`` instead."""
+    if not call.idempotent:
+        raise OutcomeStillUnknown()
+    return call
+
+
 def effective_mode(mode: DedupMode | None, idempotent: bool) -> DedupMode:
     """`ToolPolicy.dedup` with `None` resolved: reuse reads, block writes."""
     if mode is not None:
@@ -118,8 +127,11 @@ def decide(mode: DedupMode, idempotent: bool, entry: Entry | None, call_id: str 
     """The action for call `call_id` whose earlier identical call is `entry` (if any)."""
     if mode == "off" or entry is None or entry.status == "failed":
         return Action.RUN
-    if call_id and entry.call_id == call_id and entry.status in ("ok", "unknown_outcome"):
-        return Action.REPLAY
+    if call_id and entry.call_id == call_id:
+        if entry.status == "pending":  # this very call still runs (a step re-run early)
+            return Action.WAIT
+        if entry.status in ("ok", "unknown_outcome"):
+            return Action.REPLAY
     if entry.status == "pending":
         return Action.WAIT if idempotent else Action.BLOCK
     if entry.status == "unknown_outcome":

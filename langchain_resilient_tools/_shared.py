@@ -33,7 +33,7 @@ from . import _messages as m
 from ._backend import BackendError, StateBackend, as_backend
 from ._breaker import CLOSED, HALF_OPEN, OPEN, PROBE_BUSY_RETRY_S, CircuitBreaker, Ticket
 from ._call import Call
-from ._dedup import Action, Entry, decide, effective_mode, scope_of
+from ._dedup import Action, Entry, decide, effective_mode, run_untracked, scope_of
 from ._errors import CircuitOpen, StateUnavailable
 from ._store import Entry as StoredResult
 
@@ -224,6 +224,8 @@ class _Shared:
         action = decide(mode, call.idempotent, entry, call.id)
         if entry is None:  # gone between claim and get: run untracked
             return Action.WAIT, None
+        if action is Action.WAIT and not call.idempotent:
+            action = Action.BLOCK  # another worker runs this write now: nobody waits here
         if action is Action.REPLAY:
             return action, entry
         if action in (Action.RUN, Action.WARN):
@@ -278,7 +280,7 @@ def shared_wrap(
         return LOCAL
     shared, action, entry = started
     if action is Action.WAIT or entry is None:
-        return call_next(call)
+        return call_next(run_untracked(call))
     return _run(shared, action, entry, call_next)
 
 
@@ -293,7 +295,7 @@ async def shared_awrap(
         return LOCAL
     shared, action, entry = started
     if action is Action.WAIT or entry is None:
-        return await call_next(call)
+        return await call_next(run_untracked(call))
     if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
         return stage._answer(call, action, entry)
     if action is Action.WARN:

@@ -445,3 +445,32 @@ def test_a_rerun_of_a_write_with_unknown_outcome_stays_unknown() -> None:
     assert body(first)["error"] == body(again)["error"] == "unknown_outcome"
     assert "ran for this call before" in body(again)["message"]
     assert CALLS["send_email"] == 1
+
+
+async def test_the_same_call_id_while_it_still_runs_waits_for_its_answer() -> None:
+    """A step re-run early (a resume while the first run's sibling is still going) waits
+    for that very call to finish and answers with its result: a write runs once."""
+    import asyncio
+
+    started = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def slow(city: str) -> str:
+        started.set()
+        await gate.wait()
+        return f"booked {city}"
+
+    wrapped = ResilientTool.wrap(counted("book_room", lambda city: "", coroutine=slow))
+    first = asyncio.ensure_future(
+        wrapped.ainvoke(tool_call("book_room", {"city": "Oslo"}, id="c1"), THREAD)
+    )
+    await started.wait()
+    again = asyncio.ensure_future(
+        wrapped.ainvoke(tool_call("book_room", {"city": "Oslo"}, id="c1"), THREAD)
+    )
+    await asyncio.sleep(0)
+    assert not again.done()
+    gate.set()
+    one, two = await asyncio.gather(first, again)
+    assert one.content == two.content == "booked Oslo"
+    assert CALLS["book_room"] == 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +33,7 @@ from .._dedup import (
     block_reason,
     decide,
     effective_mode,
+    run_untracked,
     scope_of,
 )
 from .._envelope import _content_of
@@ -220,15 +222,13 @@ class DedupStage(Stage):
                 return shared
         action, entry, waiter = self._begin(call, key)
         if waiter is not None:
-            try:
+            with contextlib.suppress(concurrent.futures.TimeoutError):
                 waiter.result(timeout=_wait_limit(call))
-            except concurrent.futures.TimeoutError:
-                return call_next(call)  # still running: run this one untracked
             action, entry, _ = self._begin(call, key)
         if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
             return self._answer(call, action, entry)
         if action is Action.WAIT:
-            return call_next(call)
+            return call_next(run_untracked(call))
         if action is Action.WARN:
             self._notice(call, entry, m.DEDUP_WARN)
         try:
@@ -258,7 +258,7 @@ class DedupStage(Stage):
         if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
             return self._answer(call, action, entry)
         if action is Action.WAIT:
-            return await call_next(call)  # still running: run this one untracked
+            return await call_next(run_untracked(call))
         if action is Action.WARN:
             self._notice(call, entry, m.DEDUP_WARN)
         try:
