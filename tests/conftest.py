@@ -30,6 +30,8 @@ from langchain_resilient_tools._policy import PolicyResolver
 from langchain_resilient_tools.testing import ScriptedChatModel
 
 ADAPTERS = ("node", "tool", "middleware")
+_LOOPS: list[asyncio.AbstractEventLoop] = []
+"""Event loops made by harnesses during the current test (closed when it ends)."""
 MODES = ("sync", "async")
 
 
@@ -50,6 +52,8 @@ class Harness:
     releases: list[threading.Event] = field(default_factory=list)
     adapters: list[Any] = field(default_factory=list, repr=False)
     """The adapter objects built so far (node, middleware, or each wrapped tool)."""
+    loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+    """The event loop of the async runs (made on first use, closed by `close`)."""
 
     def build(
         self,
@@ -102,13 +106,21 @@ class Harness:
     def invoke(self, graph: Any, payload: Any, config: dict[str, Any] | None = None) -> Any:
         if self.mode == "sync":
             return graph.invoke(payload, config)
-        # Not asyncio.run: it waits for the loop's executor threads, and a hung sync
-        # tool under create_agent runs on one (released when the test ends).
-        loop = asyncio.new_event_loop()
-        try:
-            return loop.run_until_complete(graph.ainvoke(payload, config))
-        finally:
-            loop.close()
+        # One loop for the harness, as an application has one: work a step leaves
+        # running (ToolNode does not wait for a sibling of an interrupted call) goes on
+        # between a run and its resume. Not asyncio.run, which would wait for the loop's
+        # executor threads (a hung sync tool under create_agent runs on one).
+        if self.loop is None or self.loop.is_closed():
+            self.loop = asyncio.new_event_loop()
+            _LOOPS.append(self.loop)
+        return self.loop.run_until_complete(graph.ainvoke(payload, config))
+
+    def close(self) -> None:
+        """Release hung test tools and close the harness's event loop."""
+        for event in self.releases:
+            event.set()
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.close()
 
     def run(
         self,
@@ -200,8 +212,17 @@ class Harness:
 def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     h = Harness(*request.param)
     yield h
-    for event in h.releases:
-        event.set()
+    h.close()
+
+
+@pytest.fixture(autouse=True)
+def close_harness_loops() -> Iterator[None]:
+    """Every harness keeps one event loop for its runs; close them after each test."""
+    yield
+    while _LOOPS:
+        loop = _LOOPS.pop()
+        if not loop.is_closed():
+            loop.close()
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@
 Each hypothesis example is one AIMessage mixing valid, malformed, unknown, duplicate and
 non-idempotent calls against tools that hang, flap, raise, return garbage or interrupt;
 `check_scenario` verifies DESIGN.md's invariants on what came back. Set
-``RELIABILITY_EXAMPLES`` to run more examples per adapter and mode (default 100).
+``RELIABILITY_EXAMPLES`` to change the examples per adapter and mode (default 200).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.conftest import Harness
 from tests.reliability.faults import CallSpec, Scenario, ToolSpec, scenarios
 from tests.reliability.invariants import STATS, check_scenario
 
-EXAMPLES = int(os.environ.get("RELIABILITY_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("RELIABILITY_EXAMPLES", "200"))
 MIDDLEWARE_ASYNC_HUNG_THREADS = 2
 """Known limitation (see `test_middleware_async_hung_sync_tools_starve_the_loop`): under
 ``create_agent`` in async mode a sync tool runs on the event loop's default executor
