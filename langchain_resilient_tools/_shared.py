@@ -12,7 +12,7 @@ structures, the default). Otherwise:
   its verdict closes the circuit for all or opens it again. A probe whose worker died is
   released when its lease (`probe_lease`) ends. With N workers, at most N x
   `failure_threshold` calls fail before all of them stop (usually `failure_threshold`).
-- **Dedup** (`shared_wrap`/`shared_awrap`): the first worker to `claim` the call key runs
+- **Dedup** (`shared_begin`): the first worker to `claim` the call key runs
   the call; a repeat anywhere sees the entry (``pending`` -> blocked for writes, its
   result -> reused). A repeat of a read still running elsewhere simply runs too.
 
@@ -25,20 +25,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import _messages as m
 from ._backend import BackendError, StateBackend, as_backend
 from ._breaker import CLOSED, HALF_OPEN, OPEN, PROBE_BUSY_RETRY_S, CircuitBreaker, Ticket
 from ._call import Call
-from ._dedup import Action, Entry, decide, effective_mode, run_untracked, scope_of
+from ._dedup import Action, Entry, decide, effective_mode, scope_of
 from ._errors import CircuitOpen, StateUnavailable
 from ._store import Entry as StoredResult
 
 if TYPE_CHECKING:
-    from ._stages import AsyncNext, Env, Next
+    from ._stages import Env
     from ._stages.dedup import DedupStage
 
 log = logging.getLogger(__name__)
@@ -47,8 +45,6 @@ NS_RESULTS, NS_BREAKER, NS_PROBE, NS_DEDUP = "results", "breaker", "probe", "ded
 OPEN_RECORD_TTL = 86400.0
 """Seconds an open-circuit record lives without a probe (it is removed on close)."""
 _BACKENDS = "state_backends"
-LOCAL: Any = object()
-"""Returned by the shared dedup drivers: use the stage's own in-process ledger instead."""
 
 
 def backend_for(env: Env, call: Call) -> StateBackend | None:
@@ -258,10 +254,12 @@ class _Shared:
             log.warning("state store failed (dedup update of %s): %s", self.call.name, exc)
 
 
-def _start(
+def shared_begin(
     stage: DedupStage, call: Call, key: str, backend: StateBackend
 ) -> tuple[_Shared, Action, Entry | None] | None:
-    """Decide through the store; `None` when it failed and the policy fails open."""
+    """Decide `call` through the store: the ledger session, the action and the entry
+    (`DedupStage` then runs the call as for a local ledger); `None` when the store
+    failed and the policy fails open (the local ledger decides)."""
     shared = _Shared(stage, call, key, backend)
     try:
         action, entry = shared.begin()
@@ -269,62 +267,3 @@ def _start(
         fail(call, exc, "dedup")
         return None
     return shared, action, entry
-
-
-def shared_wrap(
-    stage: DedupStage, call: Call, key: str, backend: StateBackend, call_next: Next
-) -> Any:
-    """`DedupStage.wrap` on a shared ledger; `LOCAL` when the store failed (fail open)."""
-    started = _start(stage, call, key, backend)
-    if started is None:
-        return LOCAL
-    shared, action, entry = started
-    if action is Action.WAIT or entry is None:
-        return call_next(run_untracked(call))
-    return _run(shared, action, entry, call_next)
-
-
-async def shared_awrap(
-    stage: DedupStage, call: Call, key: str, backend: StateBackend, call_next: AsyncNext
-) -> Any:
-    """`DedupStage.awrap` on a shared ledger; `LOCAL` when the store failed (fail open).
-
-    The store calls are sync (one short round trip each)."""
-    started = _start(stage, call, key, backend)
-    if started is None:
-        return LOCAL
-    shared, action, entry = started
-    if action is Action.WAIT or entry is None:
-        return await call_next(run_untracked(call))
-    if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
-        return stage._answer(call, action, entry)
-    if action is Action.WARN:
-        stage._notice(call, entry, m.DEDUP_WARN)
-    try:
-        value = await call_next(call)
-    except Exception as exc:
-        shared.end(entry, None, exc)
-        raise
-    except BaseException:
-        shared.abort(entry)
-        raise
-    shared.end(entry, value, None)
-    return value
-
-
-def _run(shared: _Shared, action: Action, entry: Entry, call_next: Callable[[Call], Any]) -> Any:
-    stage, call = shared.stage, shared.call
-    if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
-        return stage._answer(call, action, entry)
-    if action is Action.WARN:
-        stage._notice(call, entry, m.DEDUP_WARN)
-    try:
-        value = call_next(call)
-    except Exception as exc:
-        shared.end(entry, None, exc)
-        raise
-    except BaseException:
-        shared.abort(entry)
-        raise
-    shared.end(entry, value, None)
-    return value

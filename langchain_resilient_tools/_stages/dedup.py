@@ -41,7 +41,7 @@ from .._errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
 from .._key import call_key
 from .._policy import ResolvedPolicy
 from .._redact import redact
-from .._shared import LOCAL, backend_for, shared_awrap, shared_wrap
+from .._shared import backend_for, shared_begin
 from .._state import LEDGER_KEY
 from .._truncate import text_of, truncate
 from . import AsyncNext, Env, Next, Stage
@@ -211,63 +211,95 @@ class DedupStage(Stage):
         mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
         return mode == "off" or scope_of(call) is None
 
+    def _decide(
+        self, call: Call, key: str
+    ) -> tuple[
+        Action,
+        Entry | None,
+        Waiter | None,
+        Callable[[Any, Exception | None], None],
+        Callable[[], None],
+    ]:
+        """The action for `call`, its ledger entry, a waiter (WAIT), and how to record the
+        run's end (`end`) or its being cut short (`abort`) in the ledger that decided:
+        the store shared by the workers (see `_shared`), else this pipeline's own."""
+        backend = backend_for(self.env, call)
+        started = None if backend is None else shared_begin(self, call, key, backend)
+        if started is not None:
+            shared, action, entry = started
+            if entry is None:
+                action = Action.WAIT
+            return (
+                action,
+                entry,
+                None,
+                lambda value, exc: shared.end(entry, value, exc),  # type: ignore[arg-type]
+                lambda: shared.abort(entry),  # type: ignore[arg-type]
+            )
+        action, entry, waiter = self._begin(call, key)
+        return (
+            action,
+            entry,
+            waiter,
+            lambda value, exc: self._end(call, key, entry, value, exc),
+            lambda: self._abort(call, entry),
+        )
+
+    def _settle(self, call: Call, action: Action, entry: Entry | None) -> tuple[bool, Any]:
+        """(True, the answer) when the ledger answers `call`; (False, None) to run it."""
+        if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
+            assert entry is not None
+            return True, self._answer(call, action, entry)
+        if action is Action.WARN:
+            assert entry is not None
+            self._notice(call, entry, m.DEDUP_WARN)
+        return False, None
+
     def wrap(self, call: Call, call_next: Next) -> Any:
         if self._off(call):
             return call_next(call)
         key = call_key(call)
-        backend = backend_for(self.env, call)
-        if backend is not None:  # a ledger shared by the workers (see `_shared`)
-            shared = shared_wrap(self, call, key, backend, call_next)
-            if shared is not LOCAL:
-                return shared
-        action, entry, waiter = self._begin(call, key)
+        action, entry, waiter, end, abort = self._decide(call, key)
         if waiter is not None:
             with contextlib.suppress(concurrent.futures.TimeoutError):
                 waiter.result(timeout=_wait_limit(call))
-            action, entry, _ = self._begin(call, key)
-        if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
-            return self._answer(call, action, entry)
+            action, entry, waiter, end, abort = self._decide(call, key)
+        answered, answer = self._settle(call, action, entry)
+        if answered:
+            return answer
         if action is Action.WAIT:
             return call_next(run_untracked(call))
-        if action is Action.WARN:
-            self._notice(call, entry, m.DEDUP_WARN)
         try:
             value = call_next(call)
         except Exception as exc:
-            self._end(call, key, entry, None, exc)
+            end(None, exc)
             raise
         except BaseException:
-            self._abort(call, entry)
+            abort()
             raise
-        self._end(call, key, entry, value, None)
+        end(value, None)
         return value
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
         if self._off(call):
             return await call_next(call)
         key = call_key(call)
-        backend = backend_for(self.env, call)
-        if backend is not None:  # a ledger shared by the workers (see `_shared`)
-            shared = await shared_awrap(self, call, key, backend, call_next)
-            if shared is not LOCAL:
-                return shared
-        action, entry, waiter = self._begin(call, key)
+        action, entry, waiter, end, abort = self._decide(call, key)
         if waiter is not None:
             await asyncio.wait({asyncio.wrap_future(waiter)}, timeout=_wait_limit(call))
-            action, entry, _ = self._begin(call, key)
-        if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
-            return self._answer(call, action, entry)
+            action, entry, waiter, end, abort = self._decide(call, key)
+        answered, answer = self._settle(call, action, entry)
+        if answered:
+            return answer
         if action is Action.WAIT:
             return await call_next(run_untracked(call))
-        if action is Action.WARN:
-            self._notice(call, entry, m.DEDUP_WARN)
         try:
             value = await call_next(call)
         except Exception as exc:
-            self._end(call, key, entry, None, exc)
+            end(None, exc)
             raise
         except BaseException:
-            self._abort(call, entry)
+            abort()
             raise
-        self._end(call, key, entry, value, None)
+        end(value, None)
         return value
