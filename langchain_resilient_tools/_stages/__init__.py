@@ -55,3 +55,20 @@ class Stage:
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
         return await call_next(call)
+
+
+class BeforeStage(Stage):
+    """A stage that only looks at the call before passing it on: `before` may change the
+    call or refuse it (by raising a signal), and the rest of the pipeline runs as usual."""
+
+    @staticmethod
+    def before(call: Call) -> None:
+        """Check or change `call`; raise a `ResilienceSignal` to answer it here."""
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        self.before(call)
+        return call_next(call)
+
+    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
+        self.before(call)
+        return await call_next(call)

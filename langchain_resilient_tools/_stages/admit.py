@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .._call import Call
 from .._errors import MalformedCall, UnknownTool
-from . import AsyncNext, Next, Stage
+from . import BeforeStage
 
 
 def admit(call: Call) -> None:
@@ -17,13 +15,6 @@ def admit(call: Call) -> None:
         raise MalformedCall(call.parse_error, raw=call.raw_args)
 
 
-class AdmitStage(Stage):
+class AdmitStage(BeforeStage):
     name = "admit"
-
-    def wrap(self, call: Call, call_next: Next) -> Any:
-        admit(call)
-        return call_next(call)
-
-    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        admit(call)
-        return await call_next(call)
+    before = staticmethod(admit)

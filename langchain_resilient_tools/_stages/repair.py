@@ -14,7 +14,7 @@ from .. import _messages as m
 from .._call import Call
 from .._repair import repair_call
 from .._validate import tool_schema
-from . import AsyncNext, Next, Stage
+from . import BeforeStage
 
 _MAX_LISTED = 4
 
@@ -47,13 +47,6 @@ def repair(call: Call) -> None:
         record.notices.append(m.REPAIRED_NOTICE.format(repairs=listed))
 
 
-class RepairStage(Stage):
+class RepairStage(BeforeStage):
     name = "repair"
-
-    def wrap(self, call: Call, call_next: Next) -> Any:
-        repair(call)
-        return call_next(call)
-
-    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        repair(call)
-        return await call_next(call)
+    before = staticmethod(repair)

@@ -6,12 +6,10 @@ fails it with `InvalidArguments` listing every problem (see `_validate`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from .._call import Call
 from .._errors import InvalidArguments
 from .._validate import check, tool_schema
-from . import AsyncNext, Next, Stage
+from . import BeforeStage
 
 
 def validate(call: Call) -> None:
@@ -24,13 +22,6 @@ def validate(call: Call) -> None:
         raise InvalidArguments(problems)
 
 
-class ValidateStage(Stage):
+class ValidateStage(BeforeStage):
     name = "validate"
-
-    def wrap(self, call: Call, call_next: Next) -> Any:
-        validate(call)
-        return call_next(call)
-
-    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        validate(call)
-        return await call_next(call)
+    before = staticmethod(validate)
