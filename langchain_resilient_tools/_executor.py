@@ -157,27 +157,66 @@ class TimedRunner:
 async def await_with_timeout(make: Callable[[], Awaitable[T]], timeout: float | None) -> T:
     """Await `make()` with a deadline that holds even if the coroutine ignores cancellation.
 
-    At the deadline the task is cancelled (cancellation reaches the tool) and control
-    returns at once, without waiting for the task to acknowledge it.
+    The coroutine runs as its own task, which hands its result straight to the future
+    the caller waits on: that costs two turns of the event loop, where ``asyncio.wait``
+    takes four (a loop turn is most of the price of a fast async tool). At the deadline
+    the future fails with `AttemptTimeout` and the task is cancelled: cancellation
+    reaches the tool, and control returns at once without waiting for the task to
+    acknowledge it.
     """
     if timeout is None:
         return await make()
-    task = asyncio.ensure_future(make())
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[T] = loop.create_future()
+    task = loop.create_task(_settle(make, answer))
+    timer = loop.call_at(loop.time() + timeout, _expire, answer, task, timeout)
     try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return await answer
     except asyncio.CancelledError:
-        task.cancel()
+        task.cancel()  # the caller is cancelled: so is the tool
+        if answer.done() and not answer.cancelled():
+            answer.exception()  # settled as the caller was cancelled: nobody will read it
+        if not task.done():
+            _keep(task)
         raise
-    if not done:
+    except AttemptTimeout:
+        if not task.done():
+            _keep(task)  # let it finish in the background (the loop keeps weak refs)
+        raise
+    finally:
+        timer.cancel()
+
+
+async def _settle(make: Callable[[], Awaitable[T]], answer: asyncio.Future[T]) -> None:
+    """Run the tool and put its result (or exception) in `answer`, unless it timed out."""
+    try:
+        value = await make()
+    except BaseException as exc:  # CancelledError too: the caller decides what it means
+        if not answer.done():
+            if isinstance(exc, asyncio.CancelledError):
+                answer.cancel()
+            else:
+                answer.set_exception(exc)
+        if not isinstance(exc, Exception):
+            raise
+        return
+    if not answer.done():
+        answer.set_result(value)
+
+
+def _expire(answer: asyncio.Future[Any], task: asyncio.Task[None], timeout: float) -> None:
+    if not answer.done():
+        answer.set_exception(AttemptTimeout(timeout))
         task.cancel()
-        task.add_done_callback(_consume)
-        raise AttemptTimeout(timeout)
-    return task.result()
 
 
-def _consume(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
+_running: set[asyncio.Task[None]] = set()
+"""Timed-out tool tasks still running: held here until they finish."""
+
+
+def _keep(task: asyncio.Task[None]) -> None:
+    _running.add(task)
+    task.add_done_callback(_running.discard)
 
 
 _default_runner: TimedRunner | None = None

@@ -241,6 +241,20 @@ class ResilientToolNode(ToolNode):
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
         _INPUT_TYPE.set(input_type)  # read by `_awrap` for sync tools; tasks copy it
+        if len(tool_calls) == 1:  # no task (and no loop turns) needed to run one call
+            outputs = [await self._arun_one(tool_calls[0], input_type, runtimes[0])]
+        else:
+            outputs = await self._arun_all(tool_calls, runtimes, input_type, config)
+        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
+        return self._after_step(output, input, config)
+
+    async def _arun_all(
+        self,
+        tool_calls: list[ToolCall],
+        runtimes: list[ToolRuntime],
+        input_type: Literal["list", "dict", "tool_calls"],
+        config: RunnableConfig,
+    ) -> list[Any]:
         limit = config.get("max_concurrency")
         gate = asyncio.Semaphore(limit) if limit and limit < len(tool_calls) else None
         twins = first_twins(tool_calls)
@@ -271,8 +285,7 @@ class ResilientToolNode(ToolNode):
             if isinstance(result, BaseException):
                 raise result
             outputs.append(result)
-        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
-        return self._after_step(output, input, config)
+        return outputs
 
     def _after_step(self, output: Any, input: Any, config: RunnableConfig) -> Any:
         """Dedup entries to ``tool_ledger``, and rollbacks (see `_rollback`)."""

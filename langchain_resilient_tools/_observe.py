@@ -28,15 +28,15 @@ class Observer:
 
     def __init__(self, stages: Sequence[Any]) -> None:
         self.stats = Stats()
-        self._stages = stages
+        self._breakers = [
+            peek
+            for stage in stages
+            if (peek := getattr(getattr(stage, "breakers", None), "peek", None)) is not None
+        ]
 
     def breaker_state(self, tool: str) -> str | None:
         """The state of `tool`'s breaker in this pipeline, if a breaker stage made one."""
-        for stage in self._stages:
-            breakers = getattr(stage, "breakers", None)
-            peek = getattr(breakers, "peek", None)
-            if peek is None:
-                continue
+        for peek in self._breakers:
             state = getattr(peek(tool), "state", None)
             return state if isinstance(state, str) else None
         return None

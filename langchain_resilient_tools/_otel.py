@@ -20,6 +20,7 @@ with the call record as attributes (a child of the span current when the call en
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -102,13 +103,37 @@ _UNSET_PROVIDERS = frozenset(
 )
 
 
+_known_configured = False
+"""Set once a real provider is seen: the API lets each provider be set once per process."""
+_ENV_NAMES_PROVIDER = any(
+    name in os.environ for name in ("OTEL_PYTHON_METER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER")
+)
+"""The environment names a provider (read once: the API reads it when first asked)."""
+_MISSING = object()
+
+
+def _maybe_set() -> bool:
+    """Cheap: whether a provider may have been set (the API's globals, or the environment
+    that names one). Asked on every call, so it does not call the API's getters."""
+    internal = getattr(_metrics, "_internal", None)
+    meter = getattr(internal, "_METER_PROVIDER", _MISSING)
+    tracer = getattr(_trace, "_TRACER_PROVIDER", _MISSING)
+    if meter is _MISSING or tracer is _MISSING:
+        return True  # another API layout: ask the getters
+    return meter is not None or tracer is not None or _ENV_NAMES_PROVIDER
+
+
 def configured() -> bool:
     """Whether the application has set a real meter or tracer provider (an SDK)."""
-    if _metrics is None or _trace is None:
+    global _known_configured
+    if _known_configured:
+        return True
+    if _metrics is None or _trace is None or not _maybe_set():
         return False
     meter = type(_metrics.get_meter_provider()).__name__
     tracer = type(_trace.get_tracer_provider()).__name__
-    return meter not in _UNSET_PROVIDERS or tracer not in _UNSET_PROVIDERS
+    _known_configured = meter not in _UNSET_PROVIDERS or tracer not in _UNSET_PROVIDERS
+    return _known_configured
 
 
 def emit(event: CallEvent, *, breaker_opened: bool = False) -> None:

@@ -43,6 +43,8 @@ LEDGER_META = "lrt_ledger"
 ROLLBACK_META = "lrt_rollback"
 """``response_metadata`` key of a low-quality answer whose policy asks for a rollback."""
 GUIDANCE_ID_PREFIX = "lrt-rollback-"
+_MARKS = frozenset({LEDGER_META, ROLLBACK_META, "tool_error"})
+"""Metadata keys that give the end of a step something to do."""
 T = TypeVar("T")
 
 
@@ -163,6 +165,11 @@ def finish_node_step(
 ) -> Any:
     """`ResilientToolNode`'s step output with ledger entries written and rollback done."""
     answers = _tool_messages(output, messages_key)
+    if not any(_MARKS.intersection(a.response_metadata) for a in answers):
+        # Nothing to write and nothing to roll back: only a rollback count to reset.
+        ledger = _ledger_of(input)
+        if not memory.get(thread_id or "") and not (ledger and ledger.get("rollbacks")):
+            return output
     entries = pop_ledger(answers)
     in_graph = isinstance(input, dict) and isinstance(output, dict)
     has_ledger = bool(ledger_key) and isinstance(input, dict) and ledger_key in input
