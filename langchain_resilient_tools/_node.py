@@ -3,10 +3,13 @@
 The pipeline enters through ToolNode's own `wrap_tool_call`/`awrap_tool_call` hooks, so
 everything ToolNode does (input forms, injection, `Command`/`Send`, interrupts) is
 untouched. A user's own wrapper still works: it runs inside the pipeline, between the
-stages and the tool. Three things are overridden on purpose:
+stages and the tool. Four things are overridden on purpose:
 
 - parsing also answers ``AIMessage.invalid_tool_calls`` (ToolNode skips them);
-- the sync path drives parallel calls on a persistent pool, not a new one per step;
+- the sync path runs no pool per step: the stages of parallel calls are tasks of a
+  private event loop of the calling thread (`_steploop`), their tools run on the
+  pipeline's persistent workers; where a loop already runs in the thread (Jupyter),
+  the calls go to a persistent pool of threads instead;
 - both paths honour ``max_concurrency`` and write error records to ``tool_errors``;
 - at the end of a step, dedup entries go to ``tool_ledger`` and a ``rollback`` of a
   useless result replaces the step's answers (see `_rollback.finish_node_step`).
@@ -19,6 +22,7 @@ import contextvars
 import dataclasses
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
@@ -45,6 +49,7 @@ from ._policy import PolicyResolver, ToolPolicy
 from ._rollback import annotate, finish_node_step
 from ._state import ERRORS_KEY, LEDGER_KEY
 from ._stats import StatsSnapshot
+from ._steploop import run_step, step_loop
 
 try:
     from langgraph.prebuilt.tool_node import _infer_handled_types
@@ -195,47 +200,86 @@ class ResilientToolNode(ToolNode):
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
-        n = len(tool_calls)
-        if n <= 1:
+        if len(tool_calls) <= 1:
             outputs = [
                 self._run_one(tc, input_type, rt)
                 for tc, rt in zip(tool_calls, runtimes, strict=True)
             ]
+        elif (loop := step_loop()) is not None:
+            run = partial(self._run_one_offloaded, input_type=input_type)
+            coro = self._arun_all(tool_calls, runtimes, input_type, config, run=run)
+            outputs = run_step(loop, coro)
         else:
-            limit = config.get("max_concurrency") or n
-            gate = threading.BoundedSemaphore(limit) if limit < n else None
-            twins, ran = first_twins(tool_calls), [threading.Event() for _ in range(n)]
-
-            def job(i: int) -> Any:
-                if (j := twins[i]) is not None:  # identical calls: the first one runs first
-                    ran[j].wait()
-                try:
-                    if gate is None:
-                        return self._run_one(tool_calls[i], input_type, runtimes[i])
-                    with gate:
-                        return self._run_one(tool_calls[i], input_type, runtimes[i])
-                finally:
-                    ran[i].set()
-
-            pool = dispatch_pool()
-            futures = [pool.submit(_bind(contextvars.copy_context(), job, i)) for i in range(1, n)]
-            first: list[Any] = []
-            error: BaseException | None = None
-            try:
-                first.append(job(0))
-            except BaseException as exc:  # re-raised once the siblings are done
-                error = exc
-            rest = []
-            for fut in futures:
-                try:
-                    rest.append(fut.result())
-                except BaseException as exc:
-                    error = error or exc
-            if error is not None:
-                raise error
-            outputs = first + rest
+            outputs = self._run_all_threaded(tool_calls, runtimes, input_type, config)
         output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
         return self._after_step(output, input, config)
+
+    def _run_all_threaded(
+        self,
+        tool_calls: list[ToolCall],
+        runtimes: list[ToolRuntime],
+        input_type: Literal["list", "dict", "tool_calls"],
+        config: RunnableConfig,
+    ) -> list[Any]:
+        """The calls of a sync step on threads (where an event loop already runs here)."""
+        n = len(tool_calls)
+        limit = config.get("max_concurrency") or n
+        gate = threading.BoundedSemaphore(limit) if limit < n else None
+        twins, ran = first_twins(tool_calls), [threading.Event() for _ in range(n)]
+
+        def job(i: int) -> Any:
+            if (j := twins[i]) is not None:  # identical calls: the first one runs first
+                ran[j].wait()
+            try:
+                if gate is None:
+                    return self._run_one(tool_calls[i], input_type, runtimes[i])
+                with gate:
+                    return self._run_one(tool_calls[i], input_type, runtimes[i])
+            finally:
+                ran[i].set()
+
+        pool = dispatch_pool()
+        futures = [pool.submit(_bind(contextvars.copy_context(), job, i)) for i in range(1, n)]
+        first: list[Any] = []
+        error: BaseException | None = None
+        try:
+            first.append(job(0))
+        except BaseException as exc:  # re-raised once the siblings are done
+            error = exc
+        rest = []
+        for fut in futures:
+            try:
+                rest.append(fut.result())
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        return first + rest
+
+    async def _run_one_offloaded(
+        self,
+        tool_call: ToolCall,
+        tool_runtime: ToolRuntime,
+        *,
+        input_type: Literal["list", "dict", "tool_calls"],
+    ) -> Any:
+        """One call of a sync step on the step's private loop: ToolNode's `_run_one`
+        with the stages awaited here and the (sync) tool run on the pipeline's workers."""
+        request = ToolCallRequest(
+            tool_call=tool_call,
+            tool=self.tools_by_name.get(tool_call["name"]),
+            state=tool_runtime.state,
+            runtime=tool_runtime,
+        )
+        config = tool_runtime.config
+
+        def execute(req: ToolCallRequest) -> Any:
+            return self._execute_tool_sync(req, input_type, config)
+
+        call = self._sync_call(request, execute)
+        call.offload = True
+        outcome = await self.pipeline.arun(call, sync_callbacks=True)
+        return annotate(self._answer(outcome), outcome)
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
@@ -254,13 +298,19 @@ class ResilientToolNode(ToolNode):
         runtimes: list[ToolRuntime],
         input_type: Literal["list", "dict", "tool_calls"],
         config: RunnableConfig,
+        *,
+        run: Callable[[ToolCall, ToolRuntime], Awaitable[Any]] | None = None,
     ) -> list[Any]:
+        """Every call of the step, concurrently (`run`: how one call runs; by default
+        ToolNode's `_arun_one`, which enters the pipeline through `_awrap`)."""
+        if run is None:
+            run = partial(_call_with_type, self._arun_one, input_type)
         limit = config.get("max_concurrency")
         gate = asyncio.Semaphore(limit) if limit and limit < len(tool_calls) else None
         twins = first_twins(tool_calls)
         pairs = list(zip(tool_calls, runtimes, strict=True))
         if gate is None and not any(j is not None for j in twins):
-            coros = [self._arun_one(tc, input_type, rt) for tc, rt in pairs]
+            coros = [run(tc, rt) for tc, rt in pairs]
         else:
             ran = [asyncio.Event() for _ in tool_calls]
 
@@ -269,9 +319,9 @@ class ResilientToolNode(ToolNode):
                     await ran[j].wait()
                 try:
                     if gate is None:
-                        return await self._arun_one(tc, input_type, rt)
+                        return await run(tc, rt)
                     async with gate:
-                        return await self._arun_one(tc, input_type, rt)
+                        return await run(tc, rt)
                 finally:
                     ran[i].set()
 
@@ -354,7 +404,11 @@ class ResilientToolNode(ToolNode):
         if request.tool is None:
             raise UnknownTool(request.tool_call["name"], self._tool_names)
 
-    def _wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+    def _sync_call(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
+    ) -> Call:
+        """The `Call` for `request`, run by the sync `execute` (through a user wrapper)."""
+
         def guarded(req: ToolCallRequest) -> Any:
             self._guard(req)
             return execute(req)
@@ -365,7 +419,10 @@ class ResilientToolNode(ToolNode):
             call.run = lambda c: guarded(self._request_for(request, c))
         else:
             call.run = lambda c: user(self._request_for(request, c), guarded)
-        outcome = self.pipeline.run(call)
+        return call
+
+    def _wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        outcome = self.pipeline.run(self._sync_call(request, execute))
         return annotate(self._answer(outcome), outcome)
 
     async def _awrap(
@@ -418,3 +475,12 @@ class ResilientToolNode(ToolNode):
 
 def _bind(ctx: contextvars.Context, fn: Callable[[int], Any], i: int) -> Callable[[], Any]:
     return lambda: ctx.run(fn, i)
+
+
+def _call_with_type(
+    arun_one: Callable[..., Awaitable[Any]],
+    input_type: Literal["list", "dict", "tool_calls"],
+    tool_call: ToolCall,
+    tool_runtime: ToolRuntime,
+) -> Awaitable[Any]:
+    return arun_one(tool_call, input_type, tool_runtime)

@@ -193,8 +193,12 @@ class Pipeline:
             self.observer.dispatch(outcome.event)
         return outcome
 
-    async def arun(self, call: Call) -> Outcome:
-        """Drive `call` through the stages (async). Never raises but for control flow."""
+    async def arun(self, call: Call, *, sync_callbacks: bool = False) -> Outcome:
+        """Drive `call` through the stages (async). Never raises but for control flow.
+
+        `sync_callbacks`: the call belongs to a sync run (a sync step driven on a
+        private loop), so its callback event goes to the run's sync handlers.
+        """
         start = time.perf_counter()
         try:
             outcome = Outcome(call, value=await self._chains_for(call)[1](call))
@@ -204,7 +208,10 @@ class Pipeline:
             outcome = Outcome(call, failure=classify(exc, call))
         outcome = self._finish(outcome, start)
         if outcome.event is not None:
-            await self.observer.adispatch(outcome.event)
+            if sync_callbacks:
+                self.observer.dispatch(outcome.event)
+            else:
+                await self.observer.adispatch(outcome.event)
         return outcome
 
     def stats(self) -> StatsSnapshot:
