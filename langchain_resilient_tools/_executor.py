@@ -15,12 +15,14 @@ queueing behind hung ones, so one hung tool cannot take every worker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import queue
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FuturesTimeout
+from functools import partial
 from typing import Any, TypeVar
 
 from ._errors import AttemptTimeout, ThreadsExhausted
@@ -138,20 +140,60 @@ class TimedRunner:
     async def arun(
         self, key: str, fn: Callable[[], T], timeout: float | None, max_abandoned: int
     ) -> T:
-        """Run sync `fn` on a worker without blocking the event loop."""
+        """Run sync `fn` on a worker without blocking the event loop.
+
+        The worker hands its result to the loop with one ``call_soon_threadsafe`` (no
+        ``wrap_future`` plus ``asyncio.wait``: each of their loop turns costs as much
+        as a fast tool).
+        """
         self._admit(key, max_abandoned)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[T] = loop.create_future()
         fut = self._submit(fn)
-        afut = asyncio.wrap_future(fut)
-        if timeout is None:
-            return await afut
-        done, _ = await asyncio.wait({afut}, timeout=timeout)
-        if not done:
+        fut.add_done_callback(partial(_to_loop, loop, answer))
+        timer = None
+        if timeout is not None:
+            timer = loop.call_at(loop.time() + timeout, _expire_sync, answer, timeout)
+        try:
+            return await answer
+        except AttemptTimeout:
             if fut.cancel():
-                raise AttemptTimeout(timeout, started=False)
+                raise AttemptTimeout(timeout or 0.0, started=False) from None
+            if fut.done():  # finished right at the deadline
+                return fut.result()
             self._abandon(key, fut)
-            afut.cancel()
-            raise AttemptTimeout(timeout)
-        return afut.result()
+            raise
+        except asyncio.CancelledError:
+            fut.cancel()  # not started yet: it never will; running: it runs out alone
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+
+def _to_loop(
+    loop: asyncio.AbstractEventLoop, answer: asyncio.Future[Any], fut: Future[Any]
+) -> None:
+    """On the worker: pass `fut`'s outcome to `answer` on its loop."""
+    if fut.cancelled():
+        return
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+        loop.call_soon_threadsafe(_settle_from, answer, fut)
+
+
+def _settle_from(answer: asyncio.Future[Any], fut: Future[Any]) -> None:
+    if answer.done():
+        return
+    exc = fut.exception()
+    if exc is not None:
+        answer.set_exception(exc)
+    else:
+        answer.set_result(fut.result())
+
+
+def _expire_sync(answer: asyncio.Future[Any], timeout: float) -> None:
+    if not answer.done():
+        answer.set_exception(AttemptTimeout(timeout))
 
 
 async def await_with_timeout(make: Callable[[], Awaitable[T]], timeout: float | None) -> T:

@@ -8,7 +8,7 @@ its input into a `Call`, hands it to `Pipeline.run`/`Pipeline.arun`, and renders
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -24,7 +24,7 @@ from ._errors import ResilienceSignal, ToolRaised
 from ._executor import TimedRunner, default_runner
 from ._observe import Observer
 from ._policy import PolicyResolver
-from ._stages import AsyncNext, Env, Next, Stage
+from ._stages import AsyncNext, BeforeStage, Env, Next, Stage
 from ._stages.admit import AdmitStage
 from ._stages.attempt import AttemptStage
 from ._stages.breaker import BreakerStage
@@ -120,6 +120,34 @@ async def _aterminal(call: Call) -> Any:
     return _returned(value)
 
 
+def _only_before(stage: BeforeStage) -> bool:
+    """Whether the stage does nothing but its `before` check (keeps BeforeStage's drivers)."""
+    cls = type(stage)
+    return cls.wrap is BeforeStage.wrap and cls.awrap is BeforeStage.awrap
+
+
+def _before_links(
+    befores: tuple[Callable[[Call], None], ...], chain: Next, achain: AsyncNext
+) -> tuple[Next, AsyncNext]:
+    """One link for consecutive `BeforeStage`s: their checks in order, then the rest.
+
+    The async link is a plain function returning the rest's awaitable (one coroutine
+    frame less per stage; a check that refuses the call raises before the await).
+    """
+
+    def link(call: Call) -> Any:
+        for before in befores:
+            before(call)
+        return chain(call)
+
+    def alink(call: Call) -> Awaitable[Any]:
+        for before in befores:
+            before(call)
+        return achain(call)
+
+    return link, alink
+
+
 class Pipeline:
     """The stages of `STAGES`, bound to one adapter's policies and resources."""
 
@@ -148,10 +176,20 @@ class Pipeline:
         if chains is None:
             chain: Next = _terminal
             achain: AsyncNext = _aterminal
+            befores: list[Callable[[Call], None]] = []
             for stage in reversed(self.stages):
-                if stage.applies(call.resolved):
-                    chain = partial(stage.wrap, call_next=chain)
-                    achain = partial(stage.awrap, call_next=achain)
+                if not stage.applies(call.resolved):
+                    continue
+                if isinstance(stage, BeforeStage) and _only_before(stage):
+                    befores.insert(0, stage.before)  # a run of them is one link
+                    continue
+                if befores:
+                    chain, achain = _before_links(tuple(befores), chain, achain)
+                    befores = []
+                chain = partial(stage.wrap, call_next=chain)
+                achain = partial(stage.awrap, call_next=achain)
+            if befores:
+                chain, achain = _before_links(tuple(befores), chain, achain)
             chains = self._chains[call.name] = (chain, achain)
         return chains
 
