@@ -428,9 +428,9 @@ class ResilientToolNode(ToolNode):
     async def _awrap(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
     ) -> Any:
-        async def guarded(req: ToolCallRequest) -> Any:
+        def guarded(req: ToolCallRequest) -> Awaitable[Any]:
             self._guard(req)
-            return await execute(req)
+            return execute(req)
 
         user = self._user_awrap
         call = self._new_call(request)

@@ -53,8 +53,11 @@ class Stage:
     def wrap(self, call: Call, call_next: Next) -> Any:
         return call_next(call)
 
-    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        return await call_next(call)
+    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
+        """The async driver: returns an awaitable (usually a coroutine). A stage that
+        only passes a call on returns ``call_next(call)`` itself, without a coroutine
+        frame of its own."""
+        return call_next(call)
 
 
 class BeforeStage(Stage):

@@ -12,6 +12,8 @@ deadline (`_deadline`). Tools with ``isolate=True`` run in a worker process (`_i
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from functools import partial
 from typing import Any
 
 from .. import _deadline
@@ -72,10 +74,22 @@ class AttemptStage(Stage):
             history.add(clock() - start)
         return value
 
-    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
+    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         history = self.history_for(call)
         timeout = attempt_timeout(call, history)
         call.record.attempts += 1
+        if history is None and not call.offload and not _isolated(call):
+            # The common case: nothing to do after the tool, so no coroutine of our own.
+            return await_with_timeout(partial(call_next, call), timeout)
+        return self._attempt(call, call_next, history, timeout)
+
+    async def _attempt(
+        self,
+        call: Call,
+        call_next: AsyncNext,
+        history: LatencyHistory | None,
+        timeout: float | None,
+    ) -> Any:
         clock = call.resolved.policy.clock
         start = clock()
         if _isolated(call):
@@ -85,10 +99,10 @@ class AttemptStage(Stage):
             terminal = self.env.sync_terminal
             policy = call.resolved.policy
             value = await self.env.runner.arun(
-                call.name, lambda: terminal(call), timeout, policy.max_abandoned_threads
+                call.name, partial(terminal, call), timeout, policy.max_abandoned_threads
             )
         else:
-            value = await await_with_timeout(lambda: call_next(call), timeout)
+            value = await await_with_timeout(partial(call_next, call), timeout)
         if history is not None:
             history.add(clock() - start)
         return value

@@ -16,7 +16,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -280,9 +280,12 @@ class DedupStage(Stage):
         end(value, None)
         return value
 
-    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
+    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         if self._off(call):
-            return await call_next(call)
+            return call_next(call)
+        return self._awrap_on(call, call_next)
+
+    async def _awrap_on(self, call: Call, call_next: AsyncNext) -> Any:
         key = call_key(call)
         action, entry, waiter, end, abort = self._decide(call, key)
         if waiter is not None:

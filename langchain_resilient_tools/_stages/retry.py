@@ -11,6 +11,7 @@ every wait and stops retrying when nothing is left, and the tool's retry budget
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from tenacity import (
@@ -152,9 +153,12 @@ class RetryStage(Stage):
         retrying = Retrying(sleep=_testing.sleep, **self._options(call, budget))
         return retrying(_replay(first, call_next), call)
 
-    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
+    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         if not _retries(call):
-            return await call_next(call)
+            return call_next(call)
+        return self._aretry(call, call_next)
+
+    async def _aretry(self, call: Call, call_next: AsyncNext) -> Any:
         budget = self._record(call)
         try:
             return await call_next(call)
