@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import queue
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
@@ -196,12 +197,18 @@ def _expire_sync(answer: asyncio.Future[Any], timeout: float) -> None:
         answer.set_exception(AttemptTimeout(timeout))
 
 
+_EAGER = sys.version_info >= (3, 12)
+"""Python 3.12+: a tool task takes its first step at once, inside the caller's turn of
+the loop, so a tool that answers without waiting costs no loop turn at all."""
+
+
 async def await_with_timeout(make: Callable[[], Awaitable[T]], timeout: float | None) -> T:
     """Await `make()` with a deadline that holds even if the coroutine ignores cancellation.
 
     The coroutine runs as its own task, which hands its result straight to the future
     the caller waits on: that costs two turns of the event loop, where ``asyncio.wait``
-    takes four (a loop turn is most of the price of a fast async tool). At the deadline
+    takes four (a loop turn is most of the price of a fast async tool), and none on
+    Python 3.12+ when the tool answers in its first step (`_EAGER`). At the deadline
     the future fails with `AttemptTimeout` and the task is cancelled: cancellation
     reaches the tool, and control returns at once without waiting for the task to
     acknowledge it.
@@ -210,7 +217,12 @@ async def await_with_timeout(make: Callable[[], Awaitable[T]], timeout: float | 
         return await make()
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[T] = loop.create_future()
-    task = loop.create_task(_settle(make, answer))
+    if sys.version_info >= (3, 12):  # see _EAGER
+        task = asyncio.Task(_settle(make, answer), loop=loop, eager_start=True)
+    else:
+        task = loop.create_task(_settle(make, answer))
+    if answer.done():  # finished in its first step (eager start): no timer, no loop turn
+        return answer.result()
     timer = loop.call_at(loop.time() + timeout, _expire, answer, task, timeout)
     try:
         return await answer
