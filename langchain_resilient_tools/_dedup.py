@@ -159,17 +159,30 @@ def first_twins(calls: Sequence[Mapping[str, Any]]) -> list[int | None]:
     """For each tool call, the index of the first earlier call with the same name and
     (canonical) arguments, else `None`. Adapters run a twin after its original, so that
     the first of identical calls in one message is the one that runs."""
-    seen: dict[str, int] = {}
+    seen: dict[Hashable, int] = {}
     out: list[int | None] = []
     for i, tc in enumerate(calls):
         args = tc.get("args")
         if not isinstance(args, dict):
             out.append(None)
             continue
-        raw = json.dumps([tc.get("name"), canonical(args)], sort_keys=True, default=str)
-        out.append(seen.get(raw))
-        seen.setdefault(raw, i)
+        key = _twin_key(tc.get("name"), args)
+        out.append(seen.get(key))
+        seen.setdefault(key, i)
     return out
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _twin_key(name: Any, args: dict[str, Any]) -> Hashable:
+    """The identity of a call for `first_twins`: as `canonical` sees it. Flat arguments
+    (the usual kind) become a tuple directly; anything nested goes through JSON."""
+    if all(type(v) in _SCALARS and type(k) is str for k, v in args.items()):
+        flat = canonical(args)
+        # The type is part of the value, as in JSON: 1, 1.0 and true are not twins.
+        return (name, tuple(sorted((k, type(v).__name__, v) for k, v in flat.items())))
+    return json.dumps([name, canonical(args)], sort_keys=True, default=str)
 
 
 class Ledger:

@@ -23,7 +23,7 @@ import dataclasses
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -179,21 +179,24 @@ class ResilientToolNode(ToolNode):
         config: RunnableConfig,
         runtime: Runtime[Any],
     ) -> list[ToolRuntime]:
-        out = []
-        for call, cfg in zip(tool_calls, get_config_list(config, len(tool_calls)), strict=False):
-            values = {
-                "state": self._extract_state(input, cfg),
-                "tool_call_id": call["id"],
-                "config": cfg,
-                "context": runtime.context,
-                "store": runtime.store,
-                "stream_writer": runtime.stream_writer,
-                "tools": self._tool_list,
-                "execution_info": getattr(runtime, "execution_info", None),
-                "server_info": getattr(runtime, "server_info", None),
-            }
-            out.append(ToolRuntime(**{k: v for k, v in values.items() if k in _RUNTIME_FIELDS}))
-        return out
+        shared = {
+            "context": runtime.context,
+            "store": runtime.store,
+            "stream_writer": runtime.stream_writer,
+            "tools": self._tool_list,
+            "execution_info": getattr(runtime, "execution_info", None),
+            "server_info": getattr(runtime, "server_info", None),
+        }
+        shared = {k: v for k, v in shared.items() if k in _RUNTIME_FIELDS}  # per version
+        return [
+            ToolRuntime(
+                state=cast(Any, self._extract_state(input, cfg)),
+                tool_call_id=call["id"],
+                config=cfg,
+                **shared,
+            )
+            for call, cfg in zip(tool_calls, get_config_list(config, len(tool_calls)), strict=False)
+        ]
 
     # -- drivers -------------------------------------------------------------------
 

@@ -13,6 +13,13 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    get_callback_manager_for_config,
+    var_child_runnable_config,
+)
+
 from . import _otel
 from ._call import CallRecord
 from ._stats import CallEvent, Stats
@@ -83,13 +90,6 @@ class Observer:
 def _parent_manager(*, is_async: bool = False) -> Any:
     """The callback manager of the enclosing run, or `None` outside a run or without handlers."""
     try:
-        from langchain_core.runnables.config import (
-            ensure_config,
-            get_async_callback_manager_for_config,
-            get_callback_manager_for_config,
-            var_child_runnable_config,
-        )
-
         # Callbacks can only come from the current run's config: look before paying
         # for `ensure_config` (a copy of the whole config) and a new callback manager,
         # which inside a graph is there on every call, usually with no handler at all.

@@ -221,6 +221,39 @@ def parse_args(text: str) -> tuple[dict[str, Any] | None, str | None, str | None
 # -- names and types ---------------------------------------------------------------
 
 
+_ACCEPTED_BY: dict[type, frozenset[str]] = {
+    bool: frozenset({"boolean"}),
+    int: frozenset({"integer", "number"}),
+    float: frozenset({"number"}),
+    str: frozenset({"string"}),
+    dict: frozenset({"object"}),
+    list: frozenset({"array"}),
+    type(None): frozenset({"null"}),
+}
+"""The JSON types a plain Python value already is (exact types only)."""
+
+
+def fits(args: Mapping[str, Any], facts: SchemaFacts) -> bool:
+    """Whether `args` need no repair: every name is known and every value is already of
+    a type its argument accepts. The common case, answered without building anything."""
+    props, kinds = facts.props, facts.kinds
+    for name, value in args.items():
+        if name not in props:
+            return False
+        accepted = kinds[name]
+        if not accepted:
+            continue
+        is_a = _ACCEPTED_BY.get(type(value))
+        if is_a is None:  # a subclass (an enum, ...): the full check decides
+            if _coerce(value, accepted)[1]:
+                return False
+        elif is_a.isdisjoint(accepted) and not (
+            type(value) is float and "integer" in accepted and value.is_integer()
+        ):
+            return False
+    return True
+
+
 def _coerce(value: Any, kinds: frozenset[str]) -> tuple[Any, str | None]:
     """Convert `value` to one of `kinds` when the meaning is certain: (value, what was done)."""
     if not kinds:
@@ -316,9 +349,7 @@ def repair_call(
     if not facts.known:
         return Repaired(dict(args), tuple(repairs))
     props = facts.props
-    if all(k in props for k in args) and not any(
-        _coerce(v, facts.kinds[k])[1] for k, v in args.items()
-    ):
+    if fits(args, facts):
         return Repaired(dict(args), tuple(repairs))  # the common case: nothing to do
     out: dict[str, Any] = {k: v for k, v in args.items() if k in props}
     alias_of: dict[str, str] = {}

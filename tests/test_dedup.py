@@ -370,6 +370,15 @@ def test_first_twins() -> None:
         {"name": "a", "args": "not parsed", "id": "5"},
     ]
     assert first_twins(calls) == [None, 0, None, 0, None]
+    # as in JSON, 1, 1.0 and true differ; nested arguments compare canonically too
+    typed = [tool_call("a", {"n": v}, id=str(i)) for i, v in enumerate([1, 1.0, True, 1])]
+    assert first_twins(typed) == [None, None, None, 0]
+    nested = [
+        tool_call("a", {"f": {"x": "a  b", "y": [1]}}, id="1"),
+        tool_call("a", {"f": {"y": [1], "x": "a b"}}, id="2"),
+        tool_call("a", {"f": {"y": [2], "x": "a b"}}, id="3"),
+    ]
+    assert first_twins(nested) == [None, 0, None]
 
 
 def test_the_first_of_identical_calls_is_the_one_that_runs(harness: Harness) -> None:

@@ -13,7 +13,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from langchain_resilient_tools import ToolPolicy
 from langchain_resilient_tools._pipeline import STAGES
-from langchain_resilient_tools._repair import MAX_REPAIR_CHARS, repair_call, schema_facts
+from langchain_resilient_tools._repair import MAX_REPAIR_CHARS, fits, repair_call, schema_facts
 from langchain_resilient_tools._stages.admit import AdmitStage
 from langchain_resilient_tools._stages.repair import RepairStage
 from langchain_resilient_tools._stages.validate import ValidateStage
@@ -177,6 +177,17 @@ def test_never_raises_and_is_idempotent(args: Any) -> None:
     assert again.repairs == ()
 
 
+@settings(max_examples=300, deadline=None)
+@given(args=ARGS)
+def test_fits_only_when_the_full_repair_changes_nothing(args: dict[str, Any]) -> None:
+    """When the fast check the stage uses says 'nothing to repair', the full repair
+    (without aliases) leaves the arguments as they are (the check may be cautious the
+    other way: then the full repair runs and decides)."""
+    full = repair_call(args, FACTS)
+    if fits(args, FACTS):
+        assert full.args == args and full.repairs == ()
+
+
 VALID = st.fixed_dictionaries(
     {"user_id": st.integers()},
     optional={
@@ -195,6 +206,7 @@ VALID = st.fixed_dictionaries(
 def test_valid_calls_are_untouched(args: dict[str, Any]) -> None:
     r = repair_call(args, FACTS, ALIASES)
     assert r.args == args and r.repairs == () and r.error is None
+    assert fits(args, FACTS)  # the stage's fast path takes them
     assert repair_call(json.dumps(args), FACTS).args == args  # strict JSON: no repair
 
 

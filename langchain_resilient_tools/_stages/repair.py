@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import _messages as m
 from .._call import Call
-from .._repair import repair_call
+from .._repair import fits, repair_call
 from .._validate import tool_schema
 from . import BeforeStage
 
@@ -24,13 +24,15 @@ def repair(call: Call) -> None:
     if call.tool is None or call.schemaless:
         return
     policy = call.resolved.policy
+    facts = tool_schema(call.tool).facts
     if call.malformed:
         if call.raw_args is None:
             return
         source: Any = call.raw_args
+    elif not call.record.repairs and (not facts.known or fits(call.args, facts)):
+        return  # nothing to repair, and no earlier repair (the middleware's) to report
     else:
         source = call.args
-    facts = tool_schema(call.tool).facts
     result = repair_call(source, facts, policy.aliases, unknown_args=policy.unknown_args)
     if result.args is None:
         if call.malformed and result.error:
