@@ -200,6 +200,27 @@ def table(result: dict[str, Any]) -> str:
     return _util.format_table(headers, rows)
 
 
+def markdown(result: dict[str, Any]) -> str:
+    """The wall-time ratios as the README's Markdown table rows."""
+    lines = [
+        "| mode | context | calls per message | ToolNode µs/call | ToolNode + "
+        "ToolRetryMiddleware | ResilientToolNode | ToolNode([ResilientTool]) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in result["cells"]:
+        r = c["ratio"]
+        target = c["target_resilient_node"]
+        node = (
+            f"**{r['resilient_node']:.2f}x**" if c["target_met"] else f"{r['resilient_node']:.2f}x"
+        )
+        lines.append(
+            f"| {c['mode']} | {c['context']} | {c['calls_per_message']} "
+            f"| {c['us_per_call'][BASELINE]:.0f} | {r['toolnode+retry_mw']:.2f}x "
+            f"| {node} (target {target}x) | {r['resilient_tool']:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
 def chart(result: dict[str, Any], path: Any = None) -> Any:
     """A grouped bar chart of the ratios (needs matplotlib; returns the path or None)."""
     try:

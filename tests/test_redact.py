@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from langchain_resilient_tools._redact import looks_secret_key, mask_value, redact
@@ -321,6 +321,8 @@ def test_never_raises_and_respects_limit(text: str, limit: int) -> None:
 @given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=6, max_size=30))
 def test_password_value_never_survives(secret: str) -> None:
     for template in ("password={}", "password: {}", '{{"password": "{}"}}', "token='{}'"):
+        # A "secret" that is one of the words around it (e.g. "failed") proves nothing.
+        assume(secret not in "failed " + template.format("") + " end")
         assert secret not in redact("failed " + template.format(secret) + " end")
 
 
