@@ -21,12 +21,12 @@ import queue
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FuturesTimeout
 from functools import partial
 from typing import Any, TypeVar
 
 from ._errors import AttemptTimeout, ThreadsExhausted
+from ._job import Job
 
 T = TypeVar("T")
 
@@ -38,14 +38,14 @@ class WorkerPool:
         self.max_workers = max_workers
         self._name = name
         self._idle_s = idle_s
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Job[Any]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
         self._waiting = 0
 
-    def submit(self, fn: Callable[[], T]) -> Future[T]:
-        fut: Future[T] = Future()
+    def submit(self, fn: Callable[[], T]) -> Job[T]:
+        job = Job(fn)
         with self._lock:
             # An idle worker takes one queued item: start a thread whenever the items
             # waiting outnumber the idle workers (a worker woken for an earlier item is
@@ -55,21 +55,20 @@ class WorkerPool:
             if spawn:
                 self._threads += 1
                 n = self._threads
-        self._queue.put((fut, fn))
+        self._queue.put(job)
         if spawn:
             threading.Thread(target=self._work, name=f"{self._name}-{n}", daemon=True).start()
-        return fut
+        return job
 
     @property
     def threads(self) -> int:
         return self._threads
 
     def _work(self) -> None:
+        self._ready()
         while True:
-            with self._lock:
-                self._idle += 1
             try:
-                fut, fn = self._queue.get(timeout=self._idle_s)
+                job = self._queue.get(timeout=self._idle_s)
             except queue.Empty:
                 with self._lock:
                     self._idle -= 1
@@ -78,12 +77,12 @@ class WorkerPool:
             with self._lock:
                 self._idle -= 1
                 self._waiting -= 1
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                fut.set_result(fn())
-            except BaseException as exc:  # handed to the waiting caller
-                fut.set_exception(exc)
+            job.run(self._ready)  # counted idle again before its caller wakes
+            del job  # not kept alive by an idle worker
+
+    def _ready(self) -> None:
+        with self._lock:
+            self._idle += 1
 
 
 class TimedRunner:
@@ -106,11 +105,11 @@ class TimedRunner:
         if n >= max_abandoned:
             raise ThreadsExhausted(n)
 
-    def _abandon(self, key: str, fut: Future[Any]) -> None:
+    def _abandon(self, key: str, fut: Job[Any]) -> None:
         with self._lock:
             self._abandoned[key] = self._abandoned.get(key, 0) + 1
 
-        def release(_: Future[Any]) -> None:
+        def release(_: Job[Any]) -> None:
             with self._lock:
                 left = self._abandoned.get(key, 1) - 1
                 if left:
@@ -120,7 +119,7 @@ class TimedRunner:
 
         fut.add_done_callback(release)
 
-    def _submit(self, fn: Callable[[], T]) -> Future[T]:
+    def _submit(self, fn: Callable[[], T]) -> Job[T]:
         ctx = contextvars.copy_context()
         return self.pool.submit(lambda: ctx.run(fn))
 
@@ -172,9 +171,7 @@ class TimedRunner:
                 timer.cancel()
 
 
-def _to_loop(
-    loop: asyncio.AbstractEventLoop, answer: asyncio.Future[Any], fut: Future[Any]
-) -> None:
+def _to_loop(loop: asyncio.AbstractEventLoop, answer: asyncio.Future[Any], fut: Job[Any]) -> None:
     """On the worker: pass `fut`'s outcome to `answer` on its loop."""
     if fut.cancelled():
         return
@@ -182,7 +179,7 @@ def _to_loop(
         loop.call_soon_threadsafe(_settle_from, answer, fut)
 
 
-def _settle_from(answer: asyncio.Future[Any], fut: Future[Any]) -> None:
+def _settle_from(answer: asyncio.Future[Any], fut: Job[Any]) -> None:
     if answer.done():
         return
     exc = fut.exception()
