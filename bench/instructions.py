@@ -10,7 +10,9 @@ under-weighted: read it next to the wall-time table, not instead of it.
 
 Needs ``valgrind`` on the PATH (``apt install valgrind``); about a minute per cell.
 
-    python -m bench.instructions [--calls 1 10] [--modes async sync]
+    python -m bench.instructions [--calls 1 10] [--modes async sync] [--quick]
+
+Writes ``bench/results/instructions.json`` (not with ``--quick``).
 """
 
 from __future__ import annotations
@@ -140,8 +142,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         print("valgrind is not installed: skipped")
         return {"skipped": "valgrind is not installed"}
     cells = [("async", 1)] if opts.quick else [(m, n) for m in opts.modes for n in opts.calls]
-    result = {"cells": [run_cell(mode, n) for mode, n in cells]}
+    meta = _util.run_metadata(args)
+    meta["command"] = " ".join(["python -m bench.instructions", *args])
+    result = {"meta": meta, "cells": [run_cell(mode, n) for mode, n in cells]}
     print(table(result))
+    if not opts.quick:
+        print(f"written to {_util.save_json(result, _util.RESULTS_DIR / 'instructions.json')}")
     return result
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench import memory, overhead, timeouts
 
 
@@ -32,3 +34,29 @@ def test_timeouts_and_memory_tiny() -> None:
     mem = memory.run(calls=40, checkpoints=2)
     assert set(mem["retained_bytes_at"]) == {20, 40}
     assert {"peak_bytes_above_base", "bounded", "probes"} <= set(mem)
+
+
+def test_instruction_counts_are_read_from_callgrind_dumps(tmp_path: Any) -> None:
+    from bench import instructions
+
+    (tmp_path / "cg.out.1").write_text("events: Ir\nsummary: 1200\n")  # an import's reduce
+    (tmp_path / "cg.out.2").write_text("events: Ir\nsummary: 5000000\n")
+    (tmp_path / "cg.out.10").write_text("events: Ir\nsummary: 7000000\n")
+    (tmp_path / "cg.out").write_text("events: Ir\nsummary: 0\n")  # the final dump
+    assert instructions._totals(tmp_path) == [5_000_000, 7_000_000]
+
+
+def test_readme_shows_the_overhead_table() -> None:
+    """The README's results table has a row for every cell of the saved run (the numbers
+    are the run's own: re-running the benchmarks does not break this test)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    latest = json.loads((root / "bench" / "results" / "latest.json").read_text())
+    readme = (root / "README.md").read_text()
+    header = overhead.markdown(latest["overhead"]).splitlines()[0]
+    assert header in readme
+    for cell in latest["overhead"]["cells"]:
+        start = f"| {cell['mode']} | {cell['context']} | {cell['calls_per_message']} |"
+        assert start in readme, start
