@@ -194,27 +194,22 @@ def _expire_sync(answer: asyncio.Future[Any], timeout: float) -> None:
         answer.set_exception(AttemptTimeout(timeout))
 
 
-_EAGER = sys.version_info >= (3, 12)
-"""Python 3.12+: a tool task takes its first step at once, inside the caller's turn of
-the loop, so a tool that answers without waiting costs no loop turn at all."""
-
-
 async def await_with_timeout(make: Callable[[], Awaitable[T]], timeout: float | None) -> T:
     """Await `make()` with a deadline that holds even if the coroutine ignores cancellation.
 
     The coroutine runs as its own task, which hands its result straight to the future
     the caller waits on: that costs two turns of the event loop, where ``asyncio.wait``
     takes four (a loop turn is most of the price of a fast async tool), and none on
-    Python 3.12+ when the tool answers in its first step (`_EAGER`). At the deadline
-    the future fails with `AttemptTimeout` and the task is cancelled: cancellation
-    reaches the tool, and control returns at once without waiting for the task to
-    acknowledge it.
+    Python 3.12+ when the tool answers in its first step (the task starts eagerly).
+    At the deadline the future fails with `AttemptTimeout` and the task is cancelled:
+    cancellation reaches the tool, and control returns at once without waiting for the
+    task to acknowledge it.
     """
     if timeout is None:
         return await make()
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[T] = loop.create_future()
-    if sys.version_info >= (3, 12):  # see _EAGER
+    if sys.version_info >= (3, 12):  # eager: the first step runs now, in this loop turn
         task = asyncio.Task(_settle(make, answer), loop=loop, eager_start=True)
     else:
         task = loop.create_task(_settle(make, answer))
