@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ._errors import CircuitOpen
 from ._policy import BreakerPolicy
+from ._window import SlidingCounts
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 PROBE_BUSY_RETRY_S = 1.0
@@ -48,8 +48,7 @@ class BreakerState:
         self.consecutive = 0
         self.opened_at = 0.0
         self.probing = False
-        self._window: deque[tuple[float, bool]] = deque()
-        self._window_failures = 0
+        self._window = SlidingCounts(policy.window)  # first: calls, second: failures
         self.changes: list[tuple[str, str]] = []
         """Transitions not yet reported, as ``(old, new)``."""
 
@@ -81,23 +80,17 @@ class BreakerState:
         if failed is None:
             return
         self.consecutive = self.consecutive + 1 if failed else 0
-        self._window.append((now, failed))
-        self._window_failures += failed
-        self._prune(now)
-        if self.consecutive >= self.policy.failure_threshold or self._rate_exceeded():
+        if self.consecutive >= self.policy.failure_threshold or self._rate_exceeded(failed, now):
             self._open(now)
 
-    def _prune(self, now: float) -> None:
-        horizon = now - self.policy.window
-        while self._window and self._window[0][0] <= horizon:
-            _, failed = self._window.popleft()
-            self._window_failures -= failed
-
-    def _rate_exceeded(self) -> bool:
-        rate, calls = self.policy.failure_rate, len(self._window)
-        if rate is None or calls < self.policy.min_calls:
+    def _rate_exceeded(self, failed: bool, now: float) -> bool:
+        """Count the verdict in the failure-rate window (kept only when a rate is set)."""
+        rate = self.policy.failure_rate
+        if rate is None:
             return False
-        return self._window_failures / calls >= rate
+        window = self._window
+        window.add(now, first=1, second=int(failed))
+        return window.first >= self.policy.min_calls and window.second / window.first >= rate
 
     def _open(self, now: float) -> None:
         self.opened_at = now
@@ -108,8 +101,7 @@ class BreakerState:
         self.generation += 1
         self.consecutive = 0
         self.probing = False
-        self._window.clear()
-        self._window_failures = 0
+        self._window = SlidingCounts(self.policy.window)
         self.changes.append((old, new))
 
 

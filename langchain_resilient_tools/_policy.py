@@ -94,7 +94,8 @@ class RetryPolicy(_Frozen):
     budget_min: int = Field(default=10, ge=0)
     """Retries always allowed per `budget_window`, however few calls were made."""
     budget_window: float = Field(default=10.0, gt=0)
-    """Length in seconds of the sliding window the retry budget counts over."""
+    """Length in seconds of the sliding window the retry budget counts over (in ten
+    slices: a call may be forgotten up to a tenth of the window early)."""
 
     @model_validator(mode="after")
     def _check(self) -> RetryPolicy:
@@ -125,7 +126,8 @@ class BreakerPolicy(_Frozen):
     """Also open when this share of the calls in the last `window` seconds failed (once
     at least `min_calls` were made); `None` uses the consecutive count only."""
     window: float = Field(default=60.0, gt=0)
-    """Seconds of history the failure rate is computed over."""
+    """Seconds of history the failure rate is computed over (in ten slices: a call may
+    be forgotten up to a tenth of the window early)."""
     min_calls: int = Field(default=10, ge=1)
     """Calls needed in the window before the failure rate can open the circuit."""
     slow_call_s: float | None = Field(default=None, gt=0)
