@@ -84,18 +84,14 @@ def success_message(value: Any, call: Call) -> ToolMessage | Command[Any]:
     record = call.record.as_dict()
     cap = call.resolved.policy.max_result_chars
     if isinstance(value, ToolMessage):
+        # Copied, never changed in place: a user's wrapper or another middleware may
+        # hand out the same message again (a cache of its own).
+        meta = {**value.response_metadata, METADATA_KEY: record}
+        update: dict[str, Any] = {"response_metadata": meta}
         content = truncate(value.content, cap)
         if call.record.notices or content is not value.content:
-            content = _with_notices(content, call.record.notices)
-        if call.record.served_by == "tool":
-            # The message the tool's run just made for this call, and nobody else's
-            # (the cache keeps its own copy): annotated in place, not copied.
-            value.response_metadata[METADATA_KEY] = record
-            if content is not value.content:
-                value.content = content
-            return value
-        meta = {**value.response_metadata, METADATA_KEY: record}
-        return value.model_copy(update={"response_metadata": meta, "content": content})
+            update["content"] = _with_notices(content, call.record.notices)
+        return value.model_copy(update=update)
     return ToolMessage(
         content=_with_notices(truncate(_content_of(value), cap), call.record.notices),
         name=call.name,

@@ -174,6 +174,31 @@ def test_user_wrapper_runs_inside_the_pipeline(mode: str) -> None:
     assert seen == ["add"]
 
 
+def test_a_message_a_user_wrapper_hands_out_twice_is_not_changed(mode: str) -> None:
+    """A wrapper with a cache of its own returns the same ToolMessage object again: each
+    answer is annotated on a copy, so notes do not pile up on the shared message."""
+    cached: dict[str, ToolMessage] = {}
+
+    def wrap(request: Any, execute: Any) -> Any:
+        if "add" not in cached:
+            cached["add"] = execute(request)
+        return cached["add"]
+
+    async def awrap(request: Any, execute: Any) -> Any:
+        if "add" not in cached:
+            cached["add"] = await execute(request)
+        return cached["add"]
+
+    node = ResilientToolNode([add], wrap_tool_call=wrap, awrap_tool_call=awrap)
+    graph = graph_with(node)
+    for i in range(2):  # 'A' is read as 'a': each answer carries one repair note
+        ai = AIMessage("", tool_calls=[tool_call("add", {"A": 1, "b": 2}, id=f"c{i}")])
+        answer = run(graph, {"messages": [ai]}, mode)["messages"][-1]
+        assert str(answer.content).count("[Note:") == 1
+        assert str(answer.content).endswith("3")
+    assert cached["add"].content == "3" and "resilience" not in cached["add"].response_metadata
+
+
 def test_user_wrapper_may_answer_unknown_tools(mode: str) -> None:
     def wrap(request: Any, execute: Any) -> Any:
         if request.tool is None:

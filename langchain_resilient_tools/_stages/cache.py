@@ -87,10 +87,6 @@ class CacheStage(Stage):
     @staticmethod
     def _keep(call: Call, store: ResultStore | None, value: Any) -> None:
         if store is not None and call.record.served_by == "tool" and storable(value):
-            if isinstance(value, ToolMessage):  # the answer itself is annotated in place
-                value = value.model_copy(
-                    update={"response_metadata": dict(value.response_metadata)}
-                )
             store.put(call_key(call), value)
 
     def wrap(self, call: Call, call_next: Next) -> Any:
