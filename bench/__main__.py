@@ -2,8 +2,9 @@
 
 Runs the happy-path overhead, timeout precision and memory benchmarks, then the
 ``main()`` of each optional benchmark module that exists (`OPTIONAL`). Prints each
-table, writes ``bench/results/latest.json`` and (if matplotlib is installed)
-``bench/results/overhead.png``.
+table, writes ``bench/results/latest.json`` (``--only`` keeps the other benchmarks'
+results there, listed in ``meta.kept_from_previous_run``) and, if matplotlib is
+installed, ``bench/results/overhead.png``.
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         if isinstance(out, dict):
             results[name] = out
+    if args.only:  # a partial run keeps the other benchmarks' latest results
+        previous = _util.load_json()
+        kept = sorted(k for k in previous if k not in results and k != "meta")
+        results["meta"]["kept_from_previous_run"] = kept
+        results = {**previous, **results}
     path = _util.save_json(results)
     print(f"\nresults: {path}")
     if "overhead" in results and not args.no_chart:

@@ -160,6 +160,16 @@ def save_json(results: Mapping[str, Any], path: Path | None = None) -> Path:
     return path
 
 
+def load_json(path: Path | None = None) -> dict[str, Any]:
+    """The results saved by `save_json` (an empty dict when there are none)."""
+    path = path or RESULTS_DIR / "latest.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def per_call_us(fn: Callable[[], Any], reps: int) -> float:
     """Best-of-5 mean microseconds of one `fn()` (after one warm-up call)."""
     fn()

@@ -60,3 +60,14 @@ def test_readme_shows_the_overhead_table() -> None:
     for cell in latest["overhead"]["cells"]:
         start = f"| {cell['mode']} | {cell['context']} | {cell['calls_per_message']} |"
         assert start in readme, start
+
+
+def test_saved_results_load_back(tmp_path: Any) -> None:
+    from bench import _util
+
+    path = tmp_path / "latest.json"
+    assert _util.load_json(path) == {}
+    _util.save_json({"meta": {"command": "x"}, "overhead": {"cells": []}}, path)
+    assert _util.load_json(path)["overhead"] == {"cells": []}
+    path.write_text("not json")
+    assert _util.load_json(path) == {}
