@@ -23,7 +23,6 @@ def repair(call: Call) -> None:
     """Repair `call` in place (arguments, or a malformed call's raw text)."""
     if call.tool is None or call.schemaless:
         return
-    policy = call.resolved.policy
     facts = tool_schema(call.tool).facts
     if call.malformed:
         if call.raw_args is None:
@@ -33,6 +32,7 @@ def repair(call: Call) -> None:
         return  # nothing to repair, and no earlier repair (the middleware's) to report
     else:
         source = call.args
+    policy = call.resolved.policy
     result = repair_call(source, facts, policy.aliases, unknown_args=policy.unknown_args)
     if result.args is None:
         if call.malformed and result.error:
