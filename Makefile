@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(PY) -m langchain_resilient_tools.demo
 
 lint: $(STAMP)
-	$(PY) -m ruff check langchain_resilient_tools tests bench
+	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks
 	$(PY) -m mypy
 
 test: $(STAMP) lint

@@ -10,7 +10,12 @@ under-weighted: read it next to the wall-time table, not instead of it.
 
 Needs ``valgrind`` on the PATH (``apt install valgrind``); about a minute per cell.
 
-    python -m bench.instructions [--calls 1 10] [--modes async sync] [--quick]
+    python -m bench.instructions [--calls 1 10] [--modes async sync] [--quick] [--floor]
+
+``--floor`` adds a lower bound, ``attempt_only``: a `ResilientToolNode` whose pipeline
+keeps only the attempt stage (the per-attempt deadline), i.e. the adapter plus the one
+guarantee no policy can turn off. Users cannot build it; it shows how much of the
+overhead the optional stages cost and how much is left without them.
 
 Writes ``bench/results/instructions.json`` (not with ``--quick``).
 """
@@ -30,22 +35,37 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain_resilient_tools import ResilientToolNode
+
 from . import _util, overhead
 
 VARIANTS = ("toolnode", "resilient_node")
+FLOOR = "attempt_only"
 ITERS = {1: 60, 10: 8, 100: 1}
 """Measured invocations per cell (instructions are exact: few are needed)."""
 
 
-def _child(mode: str, calls: int, iters: int) -> None:
+def attempt_only(tool: Any) -> ResilientToolNode:
+    """The `FLOOR` variant: a node that keeps only the attempt stage of its pipeline."""
+    node = ResilientToolNode([tool])
+    node.pipeline.stages = [s for s in node.pipeline.stages if s.name == "attempt"]
+    return node
+
+
+def _child(mode: str, calls: int, iters: int, floor: bool = False) -> None:
     """Runs inside valgrind: each variant's batch inside one `functools.reduce` call;
     callgrind zeroes its counters when the call starts and dumps them when it ends, so
     each dump holds the batch's instructions on every thread (the sync path's workers
     too)."""
-    nodes = overhead.make_nodes(overhead.make_tool())
+    tool = overhead.make_tool()
+    nodes: dict[str, Any] = dict(overhead.make_nodes(tool))
+    names = list(VARIANTS)
+    if floor:
+        nodes[FLOOR] = attempt_only(tool)
+        names.append(FLOOR)
     loop = asyncio.new_event_loop()
     config = overhead._DIRECT_CONFIG
-    for name in VARIANTS:
+    for name in names:
         node = nodes[name]
 
         def run(states: list[dict[str, Any]], node: Any = node) -> None:
@@ -78,7 +98,7 @@ def _totals(out_dir: Path) -> list[int]:
     return totals
 
 
-def run_cell(mode: str, calls: int) -> dict[str, Any]:
+def run_cell(mode: str, calls: int, *, floor: bool = False) -> dict[str, Any]:
     """Instructions per call of every variant for one (mode, calls) cell."""
     iters = ITERS.get(calls, 4)
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,6 +115,7 @@ def run_cell(mode: str, calls: int) -> dict[str, Any]:
             mode,
             str(calls),
             str(iters),
+            *(["--floor"] if floor else []),
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
         names = [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("MEASURED")]
@@ -113,7 +134,9 @@ def run_cell(mode: str, calls: int) -> dict[str, Any]:
 
 
 def table(result: dict[str, Any]) -> str:
-    headers = ["mode", "calls", "toolnode kIr/call", "resilient_node kIr/call", "ratio", "target"]
+    floor = any(FLOOR in c["ratio"] for c in result["cells"])
+    headers = ["mode", "calls", "toolnode kIr/call", "resilient_node kIr/call", "ratio"]
+    headers += [f"{FLOOR} ratio"] if floor else []
     rows = [
         [
             c["mode"],
@@ -121,22 +144,27 @@ def table(result: dict[str, Any]) -> str:
             c["instructions_per_call"]["toolnode"] / 1000,
             c["instructions_per_call"]["resilient_node"] / 1000,
             c["ratio"]["resilient_node"],
+            *([c["ratio"].get(FLOOR, "-")] if floor else []),
             c["target_resilient_node"],
         ]
         for c in result["cells"]
     ]
+    headers.append("target")
     return _util.format_table(headers, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--child"]:
-        _child(args[1], int(args[2]), int(args[3]))
+        _child(args[1], int(args[2]), int(args[3]), floor="--floor" in args)
         return None
     parser = argparse.ArgumentParser(prog="python -m bench.instructions")
     parser.add_argument("--calls", type=int, nargs="*", default=[1, 10])
     parser.add_argument("--modes", nargs="*", default=["async", "sync"])
     parser.add_argument("--quick", action="store_true", help="one async cell")
+    parser.add_argument(
+        "--floor", action="store_true", help=f"add the {FLOOR} lower bound (see the docstring)"
+    )
     opts = parser.parse_args(args)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: skipped")
@@ -144,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     cells = [("async", 1)] if opts.quick else [(m, n) for m in opts.modes for n in opts.calls]
     meta = _util.run_metadata(args)
     meta["command"] = " ".join(["python -m bench.instructions", *args])
-    result = {"meta": meta, "cells": [run_cell(mode, n) for mode, n in cells]}
+    result = {"meta": meta, "cells": [run_cell(mode, n, floor=opts.floor) for mode, n in cells]}
     print(table(result))
     if not opts.quick:
         print(f"written to {_util.save_json(result, _util.RESULTS_DIR / 'instructions.json')}")

@@ -71,3 +71,27 @@ def test_saved_results_load_back(tmp_path: Any) -> None:
     assert _util.load_json(path)["overhead"] == {"cells": []}
     path.write_text("not json")
     assert _util.load_json(path) == {}
+
+
+def test_the_instruction_floor_variant_answers_through_the_attempt_stage_alone() -> None:
+    import asyncio
+
+    from bench import instructions
+
+    node = instructions.attempt_only(overhead.make_tool())
+    assert [s.name for s in node.pipeline.stages] == ["attempt"]
+    for state in overhead.make_inputs(1, 3):
+        out = node.invoke(state, overhead._DIRECT_CONFIG)
+        assert all(m.content.startswith("value ") for m in out["messages"])
+        assert [m.status for m in out["messages"]] == ["success"] * 3
+        out = asyncio.run(node.ainvoke(state, overhead._DIRECT_CONFIG))
+        assert [m.status for m in out["messages"]] == ["success"] * 3
+    cell = {
+        "mode": "async",
+        "calls_per_message": 1,
+        "instructions_per_call": {"toolnode": 1000, "resilient_node": 1200},
+        "ratio": {"toolnode": 1.0, "resilient_node": 1.2, instructions.FLOOR: 1.1},
+        "target_resilient_node": 1.15,
+    }
+    text = instructions.table({"cells": [cell]})
+    assert "attempt_only ratio" in text and "1.1" in text
