@@ -15,7 +15,6 @@ queueing behind hung ones, so one hung tool cannot take every worker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import queue
 import sys
@@ -26,6 +25,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from ._errors import AttemptTimeout, ThreadsExhausted
+from ._inbox import Inbox, inbox_for
 from ._job import Job
 
 T = TypeVar("T")
@@ -142,15 +142,16 @@ class TimedRunner:
     ) -> T:
         """Run sync `fn` on a worker without blocking the event loop.
 
-        The worker hands its result to the loop with one ``call_soon_threadsafe`` (no
+        The worker hands its result to the loop through the loop's `Inbox` (no
         ``wrap_future`` plus ``asyncio.wait``: each of their loop turns costs as much
-        as a fast tool).
+        as a fast tool; and one wake-up of the loop for all the results that arrive
+        together).
         """
         self._admit(key, max_abandoned)
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[T] = loop.create_future()
         fut = self._submit(fn)
-        fut.add_done_callback(partial(_to_loop, loop, answer))
+        fut.add_done_callback(partial(_to_loop, inbox_for(loop), answer))
         timer = None
         if timeout is not None:
             timer = loop.call_at(loop.time() + timeout, _expire_sync, answer, timeout)
@@ -171,12 +172,10 @@ class TimedRunner:
                 timer.cancel()
 
 
-def _to_loop(loop: asyncio.AbstractEventLoop, answer: asyncio.Future[Any], fut: Job[Any]) -> None:
+def _to_loop(inbox: Inbox, answer: asyncio.Future[Any], fut: Job[Any]) -> None:
     """On the worker: pass `fut`'s outcome to `answer` on its loop."""
-    if fut.cancelled():
-        return
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-        loop.call_soon_threadsafe(_settle_from, answer, fut)
+    if not fut.cancelled():
+        inbox.post(_settle_from, answer, fut)
 
 
 def _settle_from(answer: asyncio.Future[Any], fut: Job[Any]) -> None:
