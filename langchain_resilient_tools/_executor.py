@@ -165,7 +165,11 @@ class TimedRunner:
             self._abandon(key, fut)
             raise
         except asyncio.CancelledError:
-            fut.cancel()  # not started yet: it never will; running: it runs out alone
+            # Not started yet: it never will. Running: it runs out alone, counted like
+            # a thread left behind at a deadline (the caller's deadline may be what
+            # cancelled it: `OffloadedTool` has none of its own).
+            if not fut.cancel() and not fut.done():
+                self._abandon(key, fut)
             raise
         finally:
             if timer is not None:

@@ -26,6 +26,7 @@ from ._deadline import deadline_of
 from ._envelope import failure_message, success_message
 from ._executor import TimedRunner
 from ._idempotency import keyed_request
+from ._offload import offloaded
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy
 from ._repair import repair_call
@@ -158,8 +159,9 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         call = self._new_call(request)
+        runner = self.pipeline.env.runner
         call.arun = lambda c: handler(
-            keyed_request(request, c, {**request.tool_call, "args": c.args})
+            offloaded(keyed_request(request, c, {**request.tool_call, "args": c.args}), c, runner)
         )
         return self._answer(await self.pipeline.arun(call))
 

@@ -124,3 +124,54 @@ def test_work_queued_behind_a_hung_task_gets_its_own_thread(release: threading.E
         release.set()
         hung.result(5)
         release.clear()
+
+
+def test_a_cancelled_caller_leaves_a_counted_thread_until_it_finishes(
+    release: threading.Event,
+) -> None:
+    """No timeout of its own (as `OffloadedTool`): the caller's cancellation is the
+    deadline, and the thread it leaves running is counted like one left at a timeout."""
+    runner = TimedRunner(WorkerPool(2, name="t"))
+    started = threading.Event()
+
+    def hang() -> str:
+        started.set()
+        release.wait(30)
+        return "late"
+
+    async def main() -> None:
+        task = asyncio.ensure_future(runner.arun("k", hang, None, 2))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert runner.abandoned("k") == 1
+    release.set()
+    deadline = time.monotonic() + 5
+    while runner.abandoned("k") and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert runner.abandoned("k") == 0
+
+
+def test_a_caller_cancelled_before_the_job_starts_leaves_nothing_behind(
+    release: threading.Event,
+) -> None:
+    runner = TimedRunner(WorkerPool(1, name="t"))
+    ran: list[str] = []
+    runner.pool.submit(lambda: release.wait(30))  # the only worker is busy
+
+    async def main() -> None:
+        task = asyncio.ensure_future(runner.arun("k", lambda: ran.append("x"), None, 2))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert runner.abandoned("k") == 0
+    release.set()
+    runner.pool.submit(lambda: None).result(5)
+    assert ran == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any
 
@@ -14,6 +15,7 @@ from langchain_resilient_tools.testing import invalid_call, tool_call
 from tests.conftest import Harness
 from tests.tools import (
     CALLS,
+    counted,
     failing_tool,
     flaky_tool,
     hung_async_tool,
@@ -106,6 +108,32 @@ def test_timeout_of_hung_sync_tool(harness: Harness) -> None:
     assert data["error"] == "timeout" and data["retryable"] is True
     assert data["attempts"] == 2
     assert elapsed < 2 * 0.2 + 2.0  # control came back at the deadlines, not at 30 s
+
+
+def test_hung_sync_tool_threads_are_counted_and_capped(harness: Harness) -> None:
+    """Each adapter runs sync tools on the pipeline's own workers, in both modes (under
+    ``create_agent``'s async path too, where LangChain would use the loop's default
+    executor): a thread left hung at its deadline is counted, and once a tool holds
+    ``max_abandoned_threads`` of them its calls are refused at once, without running."""
+    release = harness.hang_event()
+    threads: list[str] = []
+
+    def hang(query: str = "") -> str:
+        threads.append(threading.current_thread().name)
+        release.wait(30)
+        return "late"
+
+    tool = counted(f"get_stuck_{harness.adapter}_{harness.mode}", hang)
+    policy = ToolPolicy(timeout=0.1, retry=RetryPolicy(max_attempts=1), max_abandoned_threads=2)
+    errors = []
+    for i in range(3):
+        result = harness.run([tool], [tool_call(tool.name, {}, id=f"c{i}")], policy=policy)
+        errors.append(body(result[f"c{i}"])["error"])
+    assert errors == ["timeout", "timeout", "transient_failure"]
+    assert "busy" in body(result["c2"])["message"].lower()
+    assert CALLS[tool.name] == 2  # the third call never started
+    assert all(name.startswith("lrt-tool") for name in threads), threads
+    release.set()
 
 
 def test_timeout_of_hung_async_tool(harness: Harness) -> None:

@@ -80,15 +80,6 @@ class Scenario:
         spec = self.tool(call.tool)
         return spec.behaviour if spec else None
 
-    def hung_sync_threads(self) -> int:
-        """Threads that hung sync-only tools hold until released (every attempt, every run)."""
-        n = 0
-        for c in self.calls:
-            spec = self.tool(c.tool)
-            if c.kind in RUNNABLE and spec and spec.behaviour == "hang" and not spec.native_async:
-                n += self.max_attempts if spec.idempotent else 1
-        return n * (2 if self.has_interrupt else 1)
-
     def faults(self) -> int:
         """Calls that meet a fault: a misbehaving tool, or a malformed/unknown/duplicate call."""
         return sum(

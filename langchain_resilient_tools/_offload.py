@@ -1,0 +1,61 @@
+"""Sync tools called on an async path, run on the pipeline's own workers.
+
+LangChain runs a sync tool's ``ainvoke`` on the event loop's default executor, which
+has ``min(32, cpus + 4)`` threads and no notion of a deadline: a handful of hung calls
+fill it, and every later sync tool, and whatever else the application runs there, waits
+behind them. Where the pipeline executes a request it does not drive itself (the
+middleware hands requests to LangChain's async handler), `offloaded` swaps the tool for
+an `OffloadedTool`, whose ``ainvoke`` runs the sync tool on the pipeline's
+`TimedRunner` instead: a thread still running when its attempt times out (or its caller
+is cancelled) is counted, and capped per tool by ``max_abandoned_threads``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, cast
+
+from langchain_core.tools import BaseTool
+
+from ._adapt import has_native_async
+from ._call import Call
+from ._executor import TimedRunner
+
+
+class OffloadedTool:
+    """`tool` as ToolNode executes it, with ``ainvoke`` on the pipeline's workers.
+
+    Everything but ``ainvoke`` is the tool's own (the same proxy shape as the
+    idempotency key's `_KeyedTool`, which it may wrap).
+    """
+
+    __slots__ = ("_call", "_runner", "_tool")
+
+    def __init__(self, tool: Any, runner: TimedRunner, call: Call) -> None:
+        self._tool = tool
+        self._runner = runner
+        self._call = call
+
+    def __getattr__(self, name: str) -> Any:
+        if name in OffloadedTool.__slots__:  # not yet set (e.g. while copying): no recursion
+            raise AttributeError(name)
+        return getattr(self._tool, name)
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        call = self._call
+        # No timeout of its own: the attempt's deadline cancels this, and the runner
+        # counts the thread it leaves running.
+        return await self._runner.arun(
+            call.name,
+            partial(self._tool.invoke, input, config, **kwargs),
+            None,
+            call.resolved.policy.max_abandoned_threads,
+        )
+
+
+def offloaded(request: Any, call: Call, runner: TimedRunner) -> Any:
+    """`request` (a ``ToolCallRequest``) with its tool offloaded when that tool is sync."""
+    tool = request.tool
+    if tool is None or has_native_async(call.tool or tool):
+        return request
+    return request.override(tool=cast(BaseTool, OffloadedTool(tool, runner, call)))
