@@ -26,7 +26,7 @@ from ._deadline import deadline_of
 from ._envelope import failure_message, success_message
 from ._executor import TimedRunner
 from ._idempotency import keyed_request
-from ._offload import offloaded
+from ._offload import bridged, offloaded
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy
 from ._repair import repair_call
@@ -149,7 +149,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     ) -> ToolMessage | Command[Any]:
         call = self._new_call(request)
         call.run = lambda c: handler(
-            keyed_request(request, c, {**request.tool_call, "args": c.args})
+            bridged(keyed_request(request, c, {**request.tool_call, "args": c.args}), c)
         )
         return self._answer(self.pipeline.run(call))
 

@@ -44,6 +44,7 @@ from ._errors import ToolErrorType, UnknownTool
 from ._executor import TimedRunner, dispatch_pool
 from ._idempotency import keyed_request
 from ._isolate import check_isolated
+from ._offload import bridged
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy
 from ._rollback import annotate, finish_node_step
@@ -414,7 +415,7 @@ class ResilientToolNode(ToolNode):
 
         def guarded(req: ToolCallRequest) -> Any:
             self._guard(req)
-            return execute(req)
+            return execute(bridged(req, call))  # an async-only tool runs its coroutine
 
         user = self._user_wrap
         call = self._new_call(request)

@@ -1,13 +1,16 @@
-"""Sync tools called on an async path, run on the pipeline's own workers.
+"""Stand-in tools that change where a tool runs, for requests the pipeline does not
+execute itself (ToolNode's and LangChain's handlers execute them).
 
-LangChain runs a sync tool's ``ainvoke`` on the event loop's default executor, which
-has ``min(32, cpus + 4)`` threads and no notion of a deadline: a handful of hung calls
-fill it, and every later sync tool, and whatever else the application runs there, waits
-behind them. Where the pipeline executes a request it does not drive itself (the
-middleware hands requests to LangChain's async handler), `offloaded` swaps the tool for
-an `OffloadedTool`, whose ``ainvoke`` runs the sync tool on the pipeline's
-`TimedRunner` instead: a thread still running when its attempt times out (or its caller
-is cancelled) is counted, and capped per tool by ``max_abandoned_threads``.
+`OffloadedTool`: LangChain runs a sync tool's ``ainvoke`` on the event loop's default
+executor, which has ``min(32, cpus + 4)`` threads and no notion of a deadline: a
+handful of hung calls fill it, and every later sync tool, and whatever else the
+application runs there, waits behind them. Its ``ainvoke`` runs the sync tool on the
+pipeline's `TimedRunner` instead: a thread still running when its attempt times out (or
+its caller is cancelled) is counted, and capped per tool by ``max_abandoned_threads``.
+
+`BridgedTool`: an async-only tool (MCP tools, for one) cannot run from sync code at
+all (``StructuredTool does not support sync invocation``). Its ``invoke`` runs the
+tool's coroutine on the private loop of `_loop.run_sync`, cancelled at the timeout.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from typing import Any, cast
 
 from langchain_core.tools import BaseTool
 
-from ._adapt import has_native_async
+from ._adapt import has_native_async, has_sync
 from ._call import Call
 from ._executor import TimedRunner
+from ._loop import run_sync
 
 
 class OffloadedTool:
@@ -59,3 +63,34 @@ def offloaded(request: Any, call: Call, runner: TimedRunner) -> Any:
     if tool is None or has_native_async(call.tool or tool):
         return request
     return request.override(tool=cast(BaseTool, OffloadedTool(tool, runner, call)))
+
+
+class BridgedTool:
+    """`tool` as ToolNode executes it, with a sync ``invoke`` that runs its coroutine."""
+
+    __slots__ = ("_call", "_tool")
+
+    def __init__(self, tool: Any, call: Call) -> None:
+        self._tool = tool
+        self._call = call
+
+    def __getattr__(self, name: str) -> Any:
+        if name in BridgedTool.__slots__:  # not yet set (e.g. while copying): no recursion
+            raise AttributeError(name)
+        return getattr(self._tool, name)
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        # The attempt's own deadline holds around this call; the policy's timeout
+        # cancels the coroutine (and closes an MCP session it opened) if it runs on.
+        return run_sync(
+            lambda: self._tool.ainvoke(input, config, **kwargs),
+            self._call.resolved.policy.timeout,
+        )
+
+
+def bridged(request: Any, call: Call) -> Any:
+    """`request` (a ``ToolCallRequest``) with an async-only tool made callable from sync code."""
+    tool = request.tool
+    if tool is None or has_sync(call.tool or tool):
+        return request
+    return request.override(tool=cast(BaseTool, BridgedTool(tool, call)))

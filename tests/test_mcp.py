@@ -33,7 +33,6 @@ from tests.conftest import Harness
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 SECRETS = ("hunter2", "sk-live-abcdef1234567890abcdef")
 POLICIES = {"get_slow": ToolPolicy(timeout=0.3, retry=RetryPolicy(max_attempts=1))}
-SYNC_ONLY_TOOL = "ToolNode and create_agent cannot run async-only (MCP) tools from sync code"
 
 
 def free_port() -> int:
@@ -121,8 +120,6 @@ def check_answers(answers: dict[str, ToolMessage], *, hang: bool = True) -> None
 
 
 def test_http_server_through_every_adapter(harness: Harness, http_tools: list[BaseTool]) -> None:
-    if harness.mode == "sync" and harness.adapter != "tool":
-        pytest.skip(SYNC_ONLY_TOOL)
     start = time.monotonic()
     result = harness.run(http_tools, CALLS, policies=POLICIES)
     assert time.monotonic() - start < 4  # the 5 s hang was cut at 0.3 s
@@ -133,8 +130,6 @@ def test_http_server_through_every_adapter(harness: Harness, http_tools: list[Ba
 
 
 def test_transport_failure_is_a_retryable_infrastructure_error(harness: Harness) -> None:
-    if harness.mode == "sync" and harness.adapter != "tool":
-        pytest.skip(SYNC_ONLY_TOOL)
     proc, url = start_http_server()
     try:
         tools = asyncio.run(http_client(url).get_tools())

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 from typing import Any
 
 import pytest
-from langchain_core.tools import ToolException
+from langchain_core.tools import StructuredTool, ToolException
 
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
 from langchain_resilient_tools.testing import invalid_call, tool_call
@@ -134,6 +135,40 @@ def test_hung_sync_tool_threads_are_counted_and_capped(harness: Harness) -> None
     assert CALLS[tool.name] == 2  # the third call never started
     assert all(name.startswith("lrt-tool") for name in threads), threads
     release.set()
+
+
+def test_async_only_tool_runs_from_sync_code_and_is_cancelled_at_its_timeout(
+    harness: Harness,
+) -> None:
+    """An async-only tool (an MCP tool, for one) has no sync code: LangChain's ``invoke``
+    raises ``NotImplementedError``. Every adapter runs its coroutine from sync code too,
+    and cancels it at the timeout."""
+    cancelled: list[str] = []
+
+    async def lookup(query: str = "", hang: bool = False) -> str:
+        if hang:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(query)
+                raise
+        return f"found {query}"
+
+    tool = StructuredTool.from_function(coroutine=lookup, name="lookup", description="Look up.")
+    policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=1))
+    calls = [
+        tool_call("lookup", {"query": "a"}, id="ok"),
+        tool_call("lookup", {"query": "b", "hang": True}, id="hangs"),
+    ]
+    start = time.monotonic()
+    result = harness.run([tool], calls, policy=policy)
+    assert time.monotonic() - start < 0.2 + 2.0
+    assert result["ok"].status == "success" and result["ok"].content == "found a"
+    assert body(result["hangs"])["error"] == "timeout"
+    deadline = time.monotonic() + 2
+    while not cancelled and time.monotonic() < deadline:  # cancelled on its own loop
+        time.sleep(0.01)
+    assert cancelled == ["b"]
 
 
 def test_timeout_of_hung_async_tool(harness: Harness) -> None:
