@@ -51,6 +51,8 @@ class ToolSpec:
     behaviour: str
     idempotent: bool
     native_async: bool
+    sync_code: bool = True
+    """False: async-only (as MCP tools are), so sync paths must run its coroutine."""
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,11 @@ def scenarios(draw: st.DrawFn, max_calls: int = 7) -> Scenario:
         behaviour = draw(st.sampled_from(BEHAVIOURS))
         idempotent = draw(st.booleans())
         prefix = "get" if idempotent else "create"
+        native_async, sync_code = draw(
+            st.sampled_from(((False, True), (True, True), (True, False)))
+        )
         tools.append(
-            ToolSpec(f"{prefix}_{behaviour}_{i}", behaviour, idempotent, draw(st.booleans()))
+            ToolSpec(f"{prefix}_{behaviour}_{i}", behaviour, idempotent, native_async, sync_code)
         )
     calls: list[CallSpec] = []
     interrupted = False
@@ -201,7 +206,7 @@ def build_tool(spec: ToolSpec, ledger: Ledger) -> BaseTool:
         return _outcome(spec, ledger, query)
 
     return StructuredTool.from_function(
-        func=run,
+        func=run if spec.sync_code else None,
         coroutine=arun if spec.native_async else None,
         name=spec.name,
         description=f"A {spec.behaviour} tool.",
