@@ -44,7 +44,7 @@ from ._errors import ToolErrorType, UnknownTool
 from ._executor import TimedRunner, dispatch_pool
 from ._idempotency import keyed_request
 from ._isolate import check_isolated
-from ._offload import bridged
+from ._offload import bridged, offloaded
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy
 from ._rollback import annotate, finish_node_step
@@ -434,7 +434,8 @@ class ResilientToolNode(ToolNode):
     ) -> Any:
         def guarded(req: ToolCallRequest) -> Awaitable[Any]:
             self._guard(req)
-            return execute(req)
+            # Behind a user's wrapper a sync tool still runs on the pipeline's workers.
+            return execute(offloaded(req, call, self.pipeline.env.runner))
 
         user = self._user_awrap
         call = self._new_call(request)

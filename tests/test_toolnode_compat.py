@@ -174,6 +174,31 @@ def test_user_wrapper_runs_inside_the_pipeline(mode: str) -> None:
     assert seen == ["add"]
 
 
+def test_behind_a_user_wrapper_sync_tools_still_run_on_the_pipeline_workers(mode: str) -> None:
+    """With an ``awrap_tool_call`` of the user's, ToolNode's own execution runs a sync
+    tool through LangChain's ``ainvoke``, i.e. on the event loop's default executor; the
+    node gives it a stand-in that runs it on its counted workers instead."""
+    threads: list[str] = []
+
+    @tool
+    def where(x: int) -> str:
+        """Report the thread."""
+        threads.append(threading.current_thread().name)
+        return "here"
+
+    async def awrap(request: Any, execute: Any) -> Any:
+        return await execute(request)
+
+    def wrap(request: Any, execute: Any) -> Any:
+        return execute(request)
+
+    node = ResilientToolNode([where], wrap_tool_call=wrap, awrap_tool_call=awrap)
+    ai = AIMessage("", tool_calls=[tool_call("where", {"x": 1}, id="1")])
+    out = run(graph_with(node), {"messages": [ai]}, mode)
+    assert out["messages"][-1].content == "here"
+    assert len(threads) == 1 and threads[0].startswith("lrt-tool"), threads
+
+
 def test_a_message_a_user_wrapper_hands_out_twice_is_not_changed(mode: str) -> None:
     """A wrapper with a cache of its own returns the same ToolMessage object again: each
     answer is annotated on a copy, so notes do not pile up on the shared message."""
