@@ -84,7 +84,11 @@ def hung_async_tool(name: str, cancelled: list[str]) -> BaseTool:
             raise
         return "late"
 
-    def unused(query: str = "") -> str:
-        raise AssertionError("the async tool is called through its coroutine")
+    async def counted_hang(query: str = "") -> str:
+        CALLS[name] += 1
+        return await hang(query)
 
-    return counted(name, unused, coroutine=hang)
+    # Async-only, as MCP tools are: sync paths must run (and cancel) the coroutine.
+    return StructuredTool.from_function(
+        coroutine=counted_hang, name=name, description=f"The {name} tool."
+    )
