@@ -434,6 +434,10 @@ class ResilientToolNode(ToolNode):
     ) -> Any:
         def guarded(req: ToolCallRequest) -> Awaitable[Any]:
             self._guard(req)
+            return execute(req)
+
+        def guarded_offloaded(req: ToolCallRequest) -> Awaitable[Any]:
+            self._guard(req)
             # Behind a user's wrapper a sync tool still runs on the pipeline's workers.
             return execute(offloaded(req, call, self.pipeline.env.runner))
 
@@ -454,7 +458,7 @@ class ResilientToolNode(ToolNode):
                 call.run = run_sync
                 call.offload = True
         else:
-            call.arun = lambda c: user(self._request_for(request, c), guarded)
+            call.arun = lambda c: user(self._request_for(request, c), guarded_offloaded)
         outcome = await self.pipeline.arun(call)
         return annotate(self._answer(outcome), outcome)
 
