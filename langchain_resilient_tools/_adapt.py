@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, Tool
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from ._call import Call
 
 INVALID_KEY = "__lrt_invalid__"
 """Marker on a tool call that came from ``AIMessage.invalid_tool_calls``."""
@@ -115,3 +118,25 @@ def has_native_async(tool: BaseTool) -> bool:
     if isinstance(tool, (StructuredTool, Tool)):
         return tool.coroutine is not None
     return type(tool)._arun is not BaseTool._arun
+
+
+class ToolStandIn:
+    """A tool as ToolNode executes it for one call, standing in for `tool`: everything
+    a subclass does not override (``invoke``, ``ainvoke``) is the tool's own.
+
+    ToolNode runs ``request.tool.invoke``/``ainvoke``; a request carrying a stand-in
+    changes how that one call runs without touching the tool (`_idempotency._KeyedTool`,
+    `_offload.OffloadedTool`, `_offload.BridgedTool`).
+    """
+
+    __slots__ = ("_call", "_tool")
+
+    def __init__(self, tool: Any, call: Call) -> None:
+        self._tool = tool
+        self._call = call
+
+    def __getattr__(self, name: str) -> Any:
+        # A slot not yet set (e.g. while copying) must not recurse into `_tool`.
+        if name in ToolStandIn.__slots__ or name in type(self).__slots__:
+            raise AttributeError(name)
+        return getattr(self._tool, name)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
-from ._adapt import injected_keys
+from ._adapt import ToolStandIn, injected_keys
 from ._errors import UsageError
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def execution_args(call: Call) -> dict[str, Any]:
     return with_key(call, {**call.args, **call.injected})
 
 
-class _KeyedTool:
+class _KeyedTool(ToolStandIn):
     """`tool` as ToolNode executes it, with the call's key added to its input.
 
     ToolNode strips every ``InjectedToolArg`` value from a tool call's arguments (so
@@ -160,16 +160,7 @@ class _KeyedTool:
     ``tool.invoke(call_args, config)``. Everything else is the tool's own.
     """
 
-    __slots__ = ("_call", "_tool")
-
-    def __init__(self, tool: BaseTool, call: Call) -> None:
-        self._tool = tool
-        self._call = call
-
-    def __getattr__(self, name: str) -> Any:
-        if name in _KeyedTool.__slots__:  # not yet set (e.g. while copying): no recursion
-            raise AttributeError(name)
-        return getattr(self._tool, name)
+    __slots__ = ()
 
     def _keyed(self, input: Any) -> Any:
         if isinstance(input, dict) and input.get("type") == "tool_call":

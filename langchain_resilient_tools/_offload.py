@@ -20,30 +20,20 @@ from typing import Any, cast
 
 from langchain_core.tools import BaseTool
 
-from ._adapt import has_native_async, has_sync
+from ._adapt import ToolStandIn, has_native_async, has_sync
 from ._call import Call
 from ._executor import TimedRunner
 from ._loop import run_sync
 
 
-class OffloadedTool:
-    """`tool` as ToolNode executes it, with ``ainvoke`` on the pipeline's workers.
+class OffloadedTool(ToolStandIn):
+    """`tool` with ``ainvoke`` on the pipeline's workers (it may wrap a `_KeyedTool`)."""
 
-    Everything but ``ainvoke`` is the tool's own (the same proxy shape as the
-    idempotency key's `_KeyedTool`, which it may wrap).
-    """
-
-    __slots__ = ("_call", "_runner", "_tool")
+    __slots__ = ("_runner",)
 
     def __init__(self, tool: Any, runner: TimedRunner, call: Call) -> None:
-        self._tool = tool
+        super().__init__(tool, call)
         self._runner = runner
-        self._call = call
-
-    def __getattr__(self, name: str) -> Any:
-        if name in OffloadedTool.__slots__:  # not yet set (e.g. while copying): no recursion
-            raise AttributeError(name)
-        return getattr(self._tool, name)
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         call = self._call
@@ -65,19 +55,10 @@ def offloaded(request: Any, call: Call, runner: TimedRunner) -> Any:
     return request.override(tool=cast(BaseTool, OffloadedTool(tool, runner, call)))
 
 
-class BridgedTool:
-    """`tool` as ToolNode executes it, with a sync ``invoke`` that runs its coroutine."""
+class BridgedTool(ToolStandIn):
+    """`tool` with a sync ``invoke`` that runs its coroutine (it may wrap a `_KeyedTool`)."""
 
-    __slots__ = ("_call", "_tool")
-
-    def __init__(self, tool: Any, call: Call) -> None:
-        self._tool = tool
-        self._call = call
-
-    def __getattr__(self, name: str) -> Any:
-        if name in BridgedTool.__slots__:  # not yet set (e.g. while copying): no recursion
-            raise AttributeError(name)
-        return getattr(self._tool, name)
+    __slots__ = ()
 
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         # The attempt's own deadline holds around this call; the policy's timeout
