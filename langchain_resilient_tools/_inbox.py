@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class Inbox:
@@ -46,7 +49,10 @@ class Inbox:
         items = self._items
         while items:
             fn, args = items.popleft()
-            fn(*args)
+            try:
+                fn(*args)
+            except Exception:  # one failing callback must not strand the others
+                log.exception("an inbox callback failed")
 
 
 _local = threading.local()

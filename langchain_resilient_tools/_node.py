@@ -436,11 +436,6 @@ class ResilientToolNode(ToolNode):
             self._guard(req)
             return execute(req)
 
-        def guarded_offloaded(req: ToolCallRequest) -> Awaitable[Any]:
-            self._guard(req)
-            # Behind a user's wrapper a sync tool still runs on the pipeline's workers.
-            return execute(offloaded(req, call, self.pipeline.env.runner))
-
         user = self._user_awrap
         call = self._new_call(request)
         if user is None:
@@ -458,6 +453,12 @@ class ResilientToolNode(ToolNode):
                 call.run = run_sync
                 call.offload = True
         else:
+
+            def guarded_offloaded(req: ToolCallRequest) -> Awaitable[Any]:
+                self._guard(req)
+                # Behind a user's wrapper a sync tool still runs on the pipeline's workers.
+                return execute(offloaded(req, call, self.pipeline.env.runner))
+
             call.arun = lambda c: user(self._request_for(request, c), guarded_offloaded)
         outcome = await self.pipeline.arun(call)
         return annotate(self._answer(outcome), outcome)

@@ -118,3 +118,18 @@ def test_ten_offloaded_calls_finishing_together_wake_their_loop_once(loop: Any) 
 
     assert loop.run_until_complete(main()) == list(range(10))
     assert loop.threadsafe_calls == 1
+
+
+def test_a_failing_callback_does_not_strand_the_others(loop: Any, caplog: Any) -> None:
+    inbox = Inbox(loop)
+    seen: list[int] = []
+
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    inbox.post(seen.append, 1)
+    inbox.post(boom)
+    inbox.post(seen.append, 2)
+    loop.run_until_complete(asyncio.sleep(0))
+    assert seen == [1, 2]
+    assert "an inbox callback failed" in caplog.text
