@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -126,6 +127,22 @@ def test_work_queued_behind_a_hung_task_gets_its_own_thread(release: threading.E
         release.clear()
 
 
+def cancel_caller(runner: TimedRunner, fn: Any, ready: Any = lambda: True) -> None:
+    """Run `fn` through ``runner.arun`` (no timeout of its own), cancel the caller once
+    ``ready()``, and check that the caller sees its cancellation at once."""
+
+    async def main() -> None:
+        task = asyncio.ensure_future(runner.arun("k", fn, None, 2))
+        await asyncio.sleep(0)  # submitted
+        while not ready():
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+
 def test_a_cancelled_caller_leaves_a_counted_thread_until_it_finishes(
     release: threading.Event,
 ) -> None:
@@ -139,15 +156,7 @@ def test_a_cancelled_caller_leaves_a_counted_thread_until_it_finishes(
         release.wait(30)
         return "late"
 
-    async def main() -> None:
-        task = asyncio.ensure_future(runner.arun("k", hang, None, 2))
-        while not started.is_set():
-            await asyncio.sleep(0.001)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(main())
+    cancel_caller(runner, hang, started.is_set)
     assert runner.abandoned("k") == 1
     release.set()
     deadline = time.monotonic() + 5
@@ -163,14 +172,7 @@ def test_a_caller_cancelled_before_the_job_starts_leaves_nothing_behind(
     ran: list[str] = []
     runner.pool.submit(lambda: release.wait(30))  # the only worker is busy
 
-    async def main() -> None:
-        task = asyncio.ensure_future(runner.arun("k", lambda: ran.append("x"), None, 2))
-        await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(main())
+    cancel_caller(runner, lambda: ran.append("x"))
     assert runner.abandoned("k") == 0
     release.set()
     runner.pool.submit(lambda: None).result(5)
