@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from typing import Any
@@ -314,9 +315,27 @@ def test_memory_is_bounded_by_max_entries() -> None:
     assert wrapped.invoke({"city": "c0"}, THREAD) == "sunny in c0"  # forgotten: run again
 
 
-async def test_async_parallel_reads_wait_for_the_first() -> None:
-    import asyncio
+async def second_waits_for_first(
+    wrapped: ResilientTool,
+    args: dict[str, Any],
+    ids: tuple[str, str],
+    started: asyncio.Event,
+    gate: asyncio.Event,
+) -> tuple[Any, Any]:
+    """Call `wrapped` (a tool held at `gate`) twice with `args`, the second call once the
+    first has `started`: the second must wait for the first, not run the tool again."""
+    name = wrapped.name
+    first = asyncio.ensure_future(wrapped.ainvoke(tool_call(name, args, id=ids[0]), THREAD))
+    await started.wait()
+    second = asyncio.ensure_future(wrapped.ainvoke(tool_call(name, args, id=ids[1]), THREAD))
+    await asyncio.sleep(0)
+    assert not second.done()  # waiting for the first, not running the tool again
+    gate.set()
+    one, two = await asyncio.gather(first, second)
+    return one, two
 
+
+async def test_async_parallel_reads_wait_for_the_first() -> None:
     started = asyncio.Event()
     gate = asyncio.Event()
 
@@ -325,19 +344,8 @@ async def test_async_parallel_reads_wait_for_the_first() -> None:
         await gate.wait()
         return f"late {query}"
 
-    tool = counted("search_slow", lambda query: "", coroutine=slow)
-    wrapped = ResilientTool.wrap(tool)
-    first = asyncio.ensure_future(
-        wrapped.ainvoke(tool_call("search_slow", {"query": "q"}, id="1"), THREAD)
-    )
-    await started.wait()
-    second = asyncio.ensure_future(
-        wrapped.ainvoke(tool_call("search_slow", {"query": "q"}, id="2"), THREAD)
-    )
-    await asyncio.sleep(0)
-    assert not second.done()  # waiting for the first, not running the tool again
-    gate.set()
-    one, two = await asyncio.gather(first, second)
+    wrapped = ResilientTool.wrap(counted("search_slow", lambda query: "", coroutine=slow))
+    one, two = await second_waits_for_first(wrapped, {"query": "q"}, ("1", "2"), started, gate)
     assert one.content == "late q"
     assert two.content.endswith("late q") and two.tool_call_id == "2"
     assert CALLS["search_slow"] == 1
@@ -459,8 +467,6 @@ def test_a_rerun_of_a_write_with_unknown_outcome_stays_unknown() -> None:
 async def test_the_same_call_id_while_it_still_runs_waits_for_its_answer() -> None:
     """A step re-run early (a resume while the first run's sibling is still going) waits
     for that very call to finish and answers with its result: a write runs once."""
-    import asyncio
-
     started = asyncio.Event()
     gate = asyncio.Event()
 
@@ -470,16 +476,6 @@ async def test_the_same_call_id_while_it_still_runs_waits_for_its_answer() -> No
         return f"booked {city}"
 
     wrapped = ResilientTool.wrap(counted("book_room", lambda city: "", coroutine=slow))
-    first = asyncio.ensure_future(
-        wrapped.ainvoke(tool_call("book_room", {"city": "Oslo"}, id="c1"), THREAD)
-    )
-    await started.wait()
-    again = asyncio.ensure_future(
-        wrapped.ainvoke(tool_call("book_room", {"city": "Oslo"}, id="c1"), THREAD)
-    )
-    await asyncio.sleep(0)
-    assert not again.done()
-    gate.set()
-    one, two = await asyncio.gather(first, again)
+    one, two = await second_waits_for_first(wrapped, {"city": "Oslo"}, ("c1", "c1"), started, gate)
     assert one.content == two.content == "booked Oslo"
     assert CALLS["book_room"] == 1
