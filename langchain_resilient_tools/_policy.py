@@ -220,6 +220,12 @@ class ToolPolicy(_Frozen):
     """Cap on the characters of a result sent back to the model, or `None`."""
     expose_error_details: bool = False
     """Development aid: include the (redacted) exception text of unexpected errors."""
+    attach_record: bool = False
+    """Attach the per-call record (``response_metadata["resilience"]``) to every answer.
+    By default it is attached only when the layer did something (a retry, a repair, a
+    reuse, a cache or fallback answer, a cut, an error): a healthy call is answered with
+    exactly the message the tool itself gives, as `ToolNode` would. Every call is in
+    `stats()`, callbacks and OpenTelemetry either way."""
     max_abandoned_threads: int = Field(default=4, ge=1)
     """Timed-out sync calls of this tool that may still be running before new calls fail
     fast, so that one hung tool cannot take every worker thread."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, MutableMapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.types import Command
@@ -68,15 +68,20 @@ def annotate(answer: T, outcome: Outcome) -> T:
     """`answer` (a ToolMessage) carrying the call's ledger entries and rollback wish."""
     if not isinstance(answer, ToolMessage):
         return answer
+    marks: dict[str, Any] = {}
     entries = outcome.call.extras.get(EXTRAS_KEY)
     if entries:
-        answer.response_metadata[LEDGER_META] = dict(entries)
+        marks[LEDGER_META] = dict(entries)
     if wants_rollback(outcome):
-        answer.response_metadata[ROLLBACK_META] = {
+        marks[ROLLBACK_META] = {
             "guidance": guidance(outcome),
             "max": outcome.call.resolved.policy.max_consecutive_rollbacks,
         }
-    return answer
+    if not marks:
+        return answer
+    # On a copy: a healthy answer is the tool's own message, which stays as it was.
+    meta = {**answer.response_metadata, **marks}
+    return cast(T, answer.model_copy(update={"response_metadata": meta}))
 
 
 def _tool_messages(output: Any, messages_key: str) -> list[ToolMessage]:

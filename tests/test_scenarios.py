@@ -46,9 +46,20 @@ def test_success(harness: Harness) -> None:
     message = result["c1"]
     assert message.status == "success"
     assert message.content == "sunny in Paris"
-    record = message.response_metadata["resilience"]
-    assert record["attempts"] == 1 and record["outcome"] == "success"
+    # A healthy call is answered exactly as the tool answers: no record attached ...
+    assert message.response_metadata == {}
     assert result.tool_errors == []
+    # ... but it is in the statistics,
+    assert harness.stats()["get_weather"]["calls"] == 1
+    # and attached to every answer on request.
+    again = harness.run(
+        [ok_tool()],
+        [tool_call("get_weather", {"city": "Paris"}, id="c2")],
+        policy=ToolPolicy(attach_record=True),
+    )
+    record = again["c2"].response_metadata["resilience"]
+    assert record["attempts"] == 1 and record["outcome"] == "success"
+    assert record["served_by"] == "tool" and record["repairs"] == []
 
 
 def test_transient_failure_then_success(harness: Harness, testing_mode: Any) -> None:
