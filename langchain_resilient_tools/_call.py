@@ -85,6 +85,10 @@ class Call:
     and validation leave it alone."""
     store: Any = None
     """The graph's `BaseStore` (``runtime.store``), if the call came through a graph with one."""
+    tool_validates: bool = False
+    """The tool's own argument validation answers, not the pipeline's: its errors then
+    reach the adapter's error handling as the tool raised them (a node with its own
+    ``handle_tool_errors``, or a tool with ``handle_validation_error``)."""
     deadline: float | None = None
     """Absolute `policy.clock` time by which the whole call must be answered, if any."""
 

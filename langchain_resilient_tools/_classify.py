@@ -107,20 +107,28 @@ def is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
 
-def error_result(value: Any) -> ToolException | None:
-    """The error a tool reported by *returning* it, if it did.
+class HandledByTool(ToolException):
+    """An error the tool answered itself, with its own ``handle_tool_error`` or
+    ``handle_validation_error``: `answer` is the tool's ``ToolMessage(status="error")``.
 
-    A tool with ``handle_tool_error`` (MCP tools report ``isError`` results this way)
-    answers with a ``ToolMessage(status="error")``; it becomes a ``tool_error`` like any
-    raised `ToolException`, so its text is redacted and put in the envelope.
-    """
+    It fails the call like any `ToolException` (stats, breaker, ``tool_errors``; never
+    retried), but the model is shown the tool's own answer, as `ToolNode` shows it: the
+    tool's author chose that text (MCP tools report ``isError`` results this way)."""
+
+    def __init__(self, text: str, answer: ToolMessage) -> None:
+        super().__init__(text)
+        self.answer = answer
+
+
+def error_result(value: Any) -> ToolException | None:
+    """The error a tool reported by *returning* it, if it did (see `HandledByTool`)."""
     if not isinstance(value, ToolMessage) or value.status != "error":
         return None
     content = value.content
     if isinstance(content, list):
         parts = [b if isinstance(b, str) else b.get("text", "") for b in content]
         content = " ".join(p for p in parts if isinstance(p, str) and p)
-    return ToolException(str(content))
+    return HandledByTool(str(content), value)
 
 
 def _validation_fields(exc: BaseException, call: Call) -> list[dict[str, Any]]:

@@ -20,7 +20,12 @@ exception, to an envelope::
     └── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
 
 `UsageError` is developer-facing: a wrong configuration raises it at construction time
-and it never reaches the model.
+and it never reaches the model. So is an exception marked `for_author` (a wiring bug of
+the graph, such as a tool returning an invalid `Command`): it passes through the
+pipeline as control flow does, and the graph raises it as `ToolNode` would.
+
+`HandledByTool` is the error a tool answered *itself* (its own ``handle_tool_error`` or
+``handle_validation_error``): the tool's own message is the answer the model sees.
 """
 
 from __future__ import annotations
@@ -47,6 +52,20 @@ class ToolErrorType(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+_FOR_AUTHOR = "_lrt_for_author"
+
+
+def for_author(exc: BaseException) -> BaseException:
+    """Mark `exc` as a mistake only the graph's author can fix (it is raised, never
+    answered). The exception keeps its type and text, as `ToolNode` raises it."""
+    setattr(exc, _FOR_AUTHOR, True)
+    return exc
+
+
+def is_for_author(exc: BaseException) -> bool:
+    return getattr(exc, _FOR_AUTHOR, False) is True
 
 
 class UsageError(ValueError):

@@ -10,7 +10,7 @@ with ``malformed_call``, and the agent goes back to the model when no call is le
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, ToolCallRequest
@@ -23,7 +23,7 @@ from typing_extensions import NotRequired
 from ._adapt import thread_id_of
 from ._call import Call
 from ._deadline import deadline_of
-from ._envelope import failure_message, success_message
+from ._envelope import failure_message, success_message, take_error_record
 from ._executor import TimedRunner
 from ._idempotency import keyed_request
 from ._offload import bridged, offloaded
@@ -127,15 +127,16 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     @staticmethod
     def _answer(outcome: Outcome) -> ToolMessage | Command[Any]:
         if outcome.failure is None:
-            answer = annotate(success_message(outcome.value, outcome.call), outcome)
+            # A list of Commands/ToolMessages (a form ToolNode supports) passes as it is.
+            answer: Any = annotate(success_message(outcome.value, outcome.call), outcome)
             entries = pop_ledger([answer]) if isinstance(answer, ToolMessage) else None
             if not entries:
-                return answer
+                return cast("ToolMessage | Command[Any]", answer)
             return Command(update={"messages": [answer], LEDGER_KEY: {"dedup": entries}})
         message = annotate(failure_message(outcome.failure, outcome.call), outcome)
         update: dict[str, Any] = {
             "messages": [message],
-            ERRORS_KEY: [message.response_metadata["tool_error"]],
+            ERRORS_KEY: [take_error_record(message)],
         }
         entries = pop_ledger([message])
         if entries:
@@ -202,7 +203,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             return None
         update: dict[str, Any] = {"messages": replies}
         if replies:
-            update[ERRORS_KEY] = [r.response_metadata["tool_error"] for r in replies]
+            update[ERRORS_KEY] = [take_error_record(r) for r in replies]
         if moved:  # the same id, so that add_messages replaces the model's message
             ids = {tc["id"] for tc in moved}
             fixed_ai = last.model_copy(

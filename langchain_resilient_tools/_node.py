@@ -37,10 +37,11 @@ from pydantic import BaseModel
 
 from ._adapt import INVALID_KEY, has_native_async, thread_id_of
 from ._call import Call
+from ._classify import HandledByTool
 from ._deadline import deadline_of
 from ._dedup import first_twins
-from ._envelope import failure_message, success_message
-from ._errors import ToolErrorType, UnknownTool
+from ._envelope import failure_message, success_message, take_error_record
+from ._errors import UnknownTool, for_author
 from ._executor import TimedRunner, dispatch_pool
 from ._idempotency import keyed_request
 from ._isolate import check_isolated
@@ -353,9 +354,8 @@ class ResilientToolNode(ToolNode):
         )
 
     def _with_errors(self, output: Any, input: Any) -> Any:
-        key = self._errors_key
-        if not key or not isinstance(input, dict) or key not in input:
-            return output
+        """Error records to the state's ``tool_errors`` (when it has that key); private
+        records are taken off the answers either way (`take_error_record`)."""
         messages: list[Any] = []
         if isinstance(output, dict):
             messages = output.get(self._messages_key, [])
@@ -363,12 +363,11 @@ class ResilientToolNode(ToolNode):
             for item in output:
                 if isinstance(item, dict):
                     messages.extend(item.get(self._messages_key, []))
-        records = [
-            msg.response_metadata["tool_error"]
-            for msg in messages
-            if isinstance(msg, ToolMessage) and "tool_error" in msg.response_metadata
-        ]
-        if not records:
+                elif isinstance(item, ToolMessage):
+                    messages.append(item)
+        records = [r for msg in messages if (r := take_error_record(msg)) is not None]
+        key = self._errors_key
+        if not records or not key or not isinstance(input, dict) or key not in input:
             return output
         if isinstance(output, dict):
             return {**output, key: records}
@@ -390,6 +389,7 @@ class ResilientToolNode(ToolNode):
             state=request.state,
             store=getattr(request.runtime, "store", None),
             passthrough_unknown=self._user_wrap is not None or self._user_awrap is not None,
+            tool_validates=self._handle is not True,  # ToolNode's own handling decides
         )
         if bad is not None:
             call.raw_args = bad.get("args")
@@ -463,12 +463,27 @@ class ResilientToolNode(ToolNode):
         outcome = await self.pipeline.arun(call)
         return annotate(self._answer(outcome), outcome)
 
-    def _answer(self, outcome: Outcome) -> ToolMessage | Command[Any]:
+    def _answer(self, outcome: Outcome) -> ToolMessage | Command[Any] | list[Any]:
+        """The call's answer, with ``handle_tool_errors`` applied as `ToolNode` applies it.
+
+        Who gets an error: what the model can act on, and what the world did, is
+        answered; what only the graph's author can fix (an invalid `Command`, an
+        ``InjectedStore`` tool in a graph without a store) was raised before this point
+        (`for_author`). ``handle_tool_errors`` decides only for an exception that came
+        from the tool (or from its own argument validation, which a tool with
+        ``handle_validation_error`` or a node with ``handle_tool_errors=False`` leaves to
+        the tool): `True` (the default) answers with the envelope; `False` re-raises it;
+        a `str` is the content; an exception type or tuple answers those types and
+        re-raises others; a callable builds the content for the types it annotates.
+        Failures the pipeline found itself (timeouts, an open circuit, a duplicate, an
+        unknown tool) have no such exception and are always answered with the envelope.
+        An error the tool answered itself (its ``handle_tool_error``) is its own answer.
+        """
         call, failure = outcome.call, outcome.failure
         if failure is None:
             return success_message(outcome.value, call)
         cause, handle = failure.cause, self._handle
-        if failure.error is not ToolErrorType.TOOL_ERROR or cause is None or handle is True:
+        if cause is None or handle is True or isinstance(cause, HandledByTool):
             return failure_message(failure, call)
         if handle is False:
             raise cause
@@ -481,6 +496,27 @@ class ResilientToolNode(ToolNode):
         if isinstance(cause, _infer_handled_types(handle)):
             return failure_message(failure, call, content=str(handle(cause)))
         raise cause
+
+    # -- wiring bugs: raised for the graph's author, as ToolNode raises them ----------
+
+    def _inject_tool_args(
+        self, tool_call: ToolCall, tool_runtime: ToolRuntime, tool: BaseTool | None = None
+    ) -> ToolCall:
+        try:
+            return super()._inject_tool_args(tool_call, tool_runtime, tool)
+        except Exception as exc:  # e.g. InjectedStore without a store: the author's to fix
+            raise for_author(exc) from None
+
+    def _normalize_tool_response(
+        self,
+        response: Any,
+        tool_call: ToolCall,
+        input_type: Literal["list", "dict", "tool_calls"],
+    ) -> Any:
+        try:
+            return super()._normalize_tool_response(response, tool_call, input_type)
+        except (ValueError, TypeError) as exc:  # an invalid Command or return type
+            raise for_author(exc) from None
 
 
 def _bind(ctx: contextvars.Context, fn: Callable[[int], Any], i: int) -> Callable[[], Any]:

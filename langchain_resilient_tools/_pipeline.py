@@ -20,7 +20,7 @@ from . import _deadline
 from ._backend import as_backend
 from ._call import Call, CallRecord
 from ._classify import Failure, classify, error_result
-from ._errors import ResilienceSignal, ToolRaised
+from ._errors import ResilienceSignal, ToolRaised, is_for_author
 from ._executor import TimedRunner, default_runner
 from ._observe import Observer
 from ._policy import PolicyResolver
@@ -76,8 +76,9 @@ class Outcome:
 
 
 def _passes_through(exc: BaseException) -> bool:
-    """LangGraph control flow, and resume errors no model can fix, are never handled."""
-    return isinstance(exc, GraphBubbleUp) or is_invalid_resume(exc)
+    """LangGraph control flow, resume errors no model can fix, and wiring bugs only the
+    graph's author can fix (`for_author`) are never answered: they are raised."""
+    return isinstance(exc, GraphBubbleUp) or is_invalid_resume(exc) or is_for_author(exc)
 
 
 def _raised(exc: Exception) -> Exception:

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, ToolException
 from langchain_core.tools import tool as make_tool
+from langchain_core.tools.base import _handle_tool_error as handle_tool_error
 from pydantic import ConfigDict, PrivateAttr
 
 from ._adapt import graph_store, has_native_async, has_sync, split_args, step_id_of, thread_id_of
 from ._call import Call
+from ._classify import HandledByTool
 from ._deadline import deadline_of
-from ._envelope import envelope, failure_message, success_message
+from ._envelope import envelope, failure_message, success_message, take_error_record
 from ._errors import UsageError
 from ._executor import TimedRunner
 from ._idempotency import INJECTED_ARG, execution_args, keyed_config, use_key
@@ -98,7 +100,7 @@ class ResilientTool(BaseTool):
         self._pipeline = Pipeline(self._resolver())
         self._native_async = has_native_async(self.inner)
         self._exec = self.inner
-        if self.inner.handle_tool_error:  # e.g. MCP isError results: we build the envelope
+        if self.inner.handle_tool_error:  # answered by `_own_answer`, for plain calls too
             self._exec = self.inner.model_copy(update={"handle_tool_error": False})
 
     def _resolver(self) -> PolicyResolver:
@@ -161,23 +163,62 @@ class ResilientTool(BaseTool):
 
         tool = self._exec
         if has_sync(tool):
-            call.run = lambda c: tool.invoke(tool_input(c), keyed_config(c, config))
+            run: Callable[[Call], Any] = lambda c: tool.invoke(tool_input(c), keyed_config(c, config))  # noqa: E731
         else:  # async-only (MCP): run its coroutine on a private loop, cancelled on time
-            call.run = lambda c: run_sync(
+            run = lambda c: run_sync(  # noqa: E731
                 lambda: tool.ainvoke(tool_input(c), keyed_config(c, config)),
                 c.resolved.policy.timeout,
             )
-        call.arun = lambda c: tool.ainvoke(tool_input(c), keyed_config(c, config))
+        arun: Callable[[Call], Awaitable[Any]] = lambda c: tool.ainvoke(  # noqa: E731
+            tool_input(c), keyed_config(c, config)
+        )
+        if tool is not self.inner:  # the inner tool's own handle_tool_error answers
+            call.run, call.arun = self._own_answer(run), self._aown_answer(arun)
+        else:
+            call.run, call.arun = run, arun
         return call, is_tool_call
+
+    def _answer_of(self, exc: ToolException, call: Call) -> ToolMessage:
+        """What the inner tool's own ``handle_tool_error`` answers to `exc` (as a
+        ToolMessage with ``status="error"``, whichever way the wrapper was invoked: it
+        becomes a `HandledByTool`)."""
+        flag: Any = self.inner.handle_tool_error
+        content: Any = handle_tool_error(exc, flag=flag)
+        return ToolMessage(content=content, name=self.name, tool_call_id=call.id, status="error")
+
+    def _own_answer(self, run: Callable[[Call], Any]) -> Callable[[Call], Any]:
+        def answered(c: Call) -> Any:
+            try:
+                return run(c)
+            except ToolException as exc:
+                return self._answer_of(exc, c)
+
+        return answered
+
+    def _aown_answer(
+        self, arun: Callable[[Call], Awaitable[Any]]
+    ) -> Callable[[Call], Awaitable[Any]]:
+        async def answered(c: Call) -> Any:
+            try:
+                return await arun(c)
+            except ToolException as exc:
+                return self._answer_of(exc, c)
+
+        return answered
 
     def _answer(self, outcome: Outcome, is_tool_call: bool) -> Any:
         call = outcome.call
+        failure = outcome.failure
         if is_tool_call:
-            if outcome.failure is not None:
-                return failure_message(outcome.failure, call)
+            if failure is not None:
+                message = failure_message(failure, call)
+                take_error_record(message)  # a tool is no graph node: no state to write
+                return message
             return success_message(outcome.value, call)
-        if outcome.failure is not None:
-            return json.dumps(envelope(outcome.failure, call))
+        if failure is not None:
+            if isinstance(failure.cause, HandledByTool):  # the tool's own answer, as text
+                return failure_message(failure, call).content
+            return json.dumps(envelope(failure, call))
         value = outcome.value
         if call.record.notices:  # marked results must say so, even as plain output
             msg = success_message(value, call)

@@ -14,10 +14,13 @@ from . import BeforeStage
 
 def validate(call: Call) -> None:
     """Raise `InvalidArguments` when `call.args` do not fit the tool's schema."""
-    if call.tool is None or call.schemaless or call.malformed:
+    tool = call.tool
+    if tool is None or call.schemaless or call.malformed or call.tool_validates:
+        return
+    if tool.handle_validation_error:  # the tool answers its own validation errors
         return
     reject = call.resolved.policy.unknown_args == "reject"
-    problems = check(tool_schema(call.tool), call.args, reject_unknown=reject)
+    problems = check(tool_schema(tool), call.args, reject_unknown=reject)
     if problems:
         raise InvalidArguments(problems)
 
