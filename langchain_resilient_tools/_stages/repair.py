@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _messages as m
+from .._adapt import injected_keys
 from .._call import Call
 from .._repair import fits, repair_call
 from .._validate import tool_schema
@@ -23,6 +24,9 @@ def repair(call: Call) -> None:
     """Repair `call` in place (arguments, or a malformed call's raw text)."""
     if call.tool is None or call.schemaless:
         return
+    hidden = injected_keys(call.tool)
+    if hidden and hidden.intersection(call.args):
+        call.args = _without(call.args, hidden)
     facts = tool_schema(call.tool).facts
     if call.malformed:
         if call.raw_args is None:
@@ -38,7 +42,7 @@ def repair(call: Call) -> None:
         if call.malformed and result.error:
             call.parse_error = result.error
         return
-    call.args = result.args
+    call.args = _without(result.args, hidden) if hidden else result.args
     call.parse_error = None
     record = call.record
     record.repairs.extend(result.repairs)
@@ -47,6 +51,13 @@ def repair(call: Call) -> None:
         if len(record.repairs) > _MAX_LISTED:
             listed += f"; and {len(record.repairs) - _MAX_LISTED} more"
         record.notices.append(m.REPAIRED_NOTICE.format(repairs=listed))
+
+
+def _without(args: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
+    """`args` less the values the model sent for arguments the runtime injects (state,
+    store, runtime, ...): the runtime's values replace them silently, as in `ToolNode`
+    (the model never saw those arguments, so there is nothing to tell it)."""
+    return {k: v for k, v in args.items() if k not in hidden}
 
 
 class RepairStage(BeforeStage):
