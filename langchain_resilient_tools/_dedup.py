@@ -94,7 +94,9 @@ def scope_of(call: Call) -> str | None:
 
     Without a thread id a graph may be serving many users, so dedup never reaches past
     the AIMessage that made the call (or, for a wrapped tool that cannot see the
-    messages, past the graph step that ran it). Outside a graph it is off.
+    messages, past the graph step that ran it). An AIMessage without an id (a node
+    invoked directly, outside a graph) is known by its tool call ids, so that twins in
+    it are decided as in a graph. With neither messages nor a step, dedup is off.
     """
     if call.thread_id:
         return f"thread:{call.thread_id}"
@@ -102,8 +104,13 @@ def scope_of(call: Call) -> str | None:
     messages = state.get("messages") if isinstance(state, Mapping) else state
     if isinstance(messages, list):
         for message in reversed(messages):
-            if isinstance(message, AIMessage) and message.id:
-                return f"message:{message.id}"
+            if isinstance(message, AIMessage):
+                if message.id:
+                    return f"message:{message.id}"
+                ids = [str(tc["id"]) for tc in message.tool_calls if tc.get("id")]
+                if ids:
+                    return "calls:" + "\x1f".join(ids)
+                break
     step = call.extras.get("step")
     return f"step:{step}" if step else None
 

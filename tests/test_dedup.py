@@ -36,6 +36,12 @@ def body(message: ToolMessage) -> dict[str, Any]:
     return data
 
 
+def served_by(message: ToolMessage) -> str:
+    """What answered: a message with no record is the tool's own, untouched answer."""
+    record = message.response_metadata.get("resilience")
+    return "tool" if record is None else str(record["served_by"])
+
+
 def search_tool() -> Any:
     return counted("search_web", lambda query: f"results for {query}")
 
@@ -150,7 +156,7 @@ def test_identical_reads_in_one_message_run_once(harness: Harness) -> None:
     ]
     result = harness.run([search_tool()], calls)
     assert CALLS["search_web"] == 2
-    served = sorted(result[i].response_metadata["resilience"]["served_by"] for i in "ab")
+    served = sorted(served_by(result[i]) for i in "ab")
     assert served == ["dedup", "tool"]
     reused = next(result[i] for i in "ab" if "repeats an earlier" in str(result[i].content))
     assert reused.status == "success"
@@ -357,7 +363,7 @@ def test_many_parallel_identical_calls_are_decided_once(harness: Harness) -> Non
     result = harness.run([search_tool(), book_tool()], reads + writes)
     assert CALLS["search_web"] == 1 and CALLS["book_flight"] == 1
     served = Counter(
-        result[f"r{i}"].response_metadata["resilience"]["served_by"] for i in range(10)
+        served_by(result[f"r{i}"]) for i in range(10)
     )
     assert served == {"tool": 1, "dedup": 9}
     errors = Counter(
@@ -479,3 +485,52 @@ async def test_the_same_call_id_while_it_still_runs_waits_for_its_answer() -> No
     one, two = await second_waits_for_first(wrapped, {"city": "Oslo"}, ("c1", "c1"), started, gate)
     assert one.content == two.content == "booked Oslo"
     assert CALLS["book_room"] == 1
+
+
+# -- the twin rule, however the node is reached ------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_identical_writes_blocked_when_the_node_is_invoked_directly(mode: str) -> None:
+    """No graph, no thread, an AIMessage without an id (a notebook or a unit test):
+    the twin of a write is blocked, as it is in a compiled graph."""
+    from langgraph.runtime import Runtime
+
+    from langchain_resilient_tools import ResilientToolNode
+
+    node = ResilientToolNode([book_tool(), search_tool()])
+    ai = AIMessage(
+        "",
+        tool_calls=[
+            tool_call("book_flight", {"city": "Oslo"}, id="a"),
+            tool_call("book_flight", {"city": "Oslo"}, id="b"),
+            tool_call("search_web", {"query": "q"}, id="c"),
+            tool_call("search_web", {"query": "q"}, id="d"),
+        ],
+    )
+    config: Any = {"configurable": {"__pregel_runtime": Runtime()}}
+    if mode == "sync":
+        out = node.invoke({"messages": [ai]}, config)
+    else:
+        out = asyncio.run(node.ainvoke({"messages": [ai]}, config))
+    answers = {m.tool_call_id: m for m in out["messages"]}
+    assert CALLS["book_flight"] == 1 and CALLS["search_web"] == 1
+    assert sorted(answers[i].status for i in "ab") == ["error", "success"]
+    blocked = next(answers[i] for i in "ab" if answers[i].status == "error")
+    assert body(blocked)["error"] == "duplicate_call"
+    assert {answers[i].status for i in "cd"} == {"success"}  # the read is reused
+
+
+def test_a_new_message_without_an_id_is_a_new_scope() -> None:
+    """Two direct invocations with different messages (fresh call ids) both run."""
+    from langgraph.runtime import Runtime
+
+    from langchain_resilient_tools import ResilientToolNode
+
+    node = ResilientToolNode([book_tool()])
+    config: Any = {"configurable": {"__pregel_runtime": Runtime()}}
+    for call_id in ("x1", "x2"):
+        ai = AIMessage("", tool_calls=[tool_call("book_flight", {"city": "Oslo"}, id=call_id)])
+        out = node.invoke({"messages": [ai]}, config)
+        assert out["messages"][0].status == "success"
+    assert CALLS["book_flight"] == 2
