@@ -529,3 +529,37 @@ def test_custom_stream_events(mode: str) -> None:
     expected = _custom_events(ToolNode, mode)
     assert expected  # the reference does emit them
     assert sorted(map(repr, _custom_events(ResilientToolNode, mode))) == sorted(map(repr, expected))
+
+
+def _agent_events(middleware: list[Any], tools: list[Any], mode: str) -> list[Any]:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from langchain_resilient_tools.testing import ScriptedChatModel
+
+    calls = [tool_call(t.name, {"text": f"t{i}"}, id=f"c{i}") for i, t in enumerate(tools)]
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=calls), AIMessage("done")])
+    agent = create_agent(model, tools, middleware=middleware)
+    payload = {"messages": [HumanMessage("go")]}
+    if mode == "sync":
+        return list(agent.stream(payload, stream_mode="custom"))
+
+    async def collect() -> list[Any]:
+        return [e async for e in agent.astream(payload, stream_mode="custom")]
+
+    return asyncio.run(collect())
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_custom_stream_events_through_the_middleware_and_the_wrapper(mode: str) -> None:
+    from langchain_resilient_tools import ResilientTool, ResilientToolsMiddleware
+
+    tools: list[Any] = [streamer, streamer.model_copy(update={"name": "streamer2"})]
+    if mode == "async":
+        tools.append(astreamer)
+    expected = sorted(map(repr, _agent_events([], tools, mode)))
+    assert expected
+    with_middleware = _agent_events([ResilientToolsMiddleware()], tools, mode)
+    wrapped = _agent_events([], [ResilientTool.wrap(t) for t in tools], mode)
+    assert sorted(map(repr, with_middleware)) == expected
+    assert sorted(map(repr, wrapped)) == expected
