@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import ToolException
 from pydantic import ValidationError
 
+from . import _deadline
 from . import _messages as m
 from ._adapt import injected_keys
 from ._call import Call
@@ -34,6 +35,7 @@ from ._errors import (
     UnknownTool,
 )
 from ._idempotency import scrub
+from ._ratelimit import is_rate_limited, retry_after, status_code
 from ._redact import redact
 from ._validate import from_pydantic
 
@@ -72,15 +74,6 @@ _INPUT_ERRORS = (ValueError, LookupError, TypeError)
 """Exception families whose text conventionally describes a bad input: shown (redacted)."""
 
 
-def _status_code(exc: BaseException) -> int | None:
-    for holder in (exc, getattr(exc, "response", None)):
-        for attr in ("status_code", "status", "code"):
-            value = getattr(holder, attr, None)
-            if isinstance(value, int) and 100 <= value <= 599:
-                return value
-    return None
-
-
 def is_transient(exc: BaseException) -> bool:
     """Whether `exc` is a failure that another attempt may not meet (the default retry rule).
 
@@ -97,7 +90,7 @@ def is_transient(exc: BaseException) -> bool:
         return all(is_transient(e) for e in group)
     if isinstance(exc, (ToolException, ValidationError, ValueError)):
         return False
-    status = _status_code(exc)
+    status = status_code(exc)
     if status is not None:
         return status in (408, 429) or status >= 500
     if isinstance(exc, _NOT_TRANSIENT_OS):
@@ -145,8 +138,29 @@ def _invalid_args(name: str, call: Call, fields: list[dict[str, Any]]) -> tuple[
     return (f"{message} {sentences}".strip(), m.valid_call_form(call.tool, name))
 
 
+_WAITED = frozenset(
+    {
+        ToolErrorType.TIMEOUT, ToolErrorType.TRANSIENT_FAILURE, ToolErrorType.UNKNOWN_OUTCOME,
+        ToolErrorType.RATE_LIMITED,
+    }
+)  # fmt: skip
+"""Failures of the service (not of the call) whose envelope says how long the call took."""
+
+
 def classify(exc: BaseException, call: Call) -> Failure:
-    """Map `exc`, raised while handling `call`, to the `Failure` the model is shown."""
+    """Map `exc`, raised while handling `call`, to the `Failure` the model is shown.
+
+    Failures of the service carry ``waited_s``: how long the call took in all (every
+    attempt and wait), so the model and the user can see what the deadline cost.
+    """
+    failure = _classify(exc, call)
+    if failure.error in _WAITED and call.record.attempts:
+        extra = {**failure.extra, "waited_s": round(_deadline.waited(call), 1)}
+        failure = replace(failure, extra=extra)
+    return failure
+
+
+def _classify(exc: BaseException, call: Call) -> Failure:
     name = call.name
     policy = call.resolved.policy
     if isinstance(exc, AttemptTimeout):
@@ -275,6 +289,16 @@ def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Fa
             exc,
         )
     kind = type(exc).__name__
+    if is_rate_limited(exc):  # refused before acting on it: not an unknown outcome
+        wait = retry_after(exc)
+        hint = m.RATE_LIMITED_HINT_NO_WAIT.format(tool=name)
+        extra: dict[str, Any] = {}
+        if wait is not None:
+            extra["retry_after_s"] = round(wait, 1)
+            hint = m.RATE_LIMITED_HINT.format(tool=name, s=round(wait, 1))
+        return Failure(
+            ToolErrorType.RATE_LIMITED, m.RATE_LIMITED.format(tool=name), hint, True, extra, exc
+        )
     if is_transient(exc):
         if call.idempotent:
             return Failure(

@@ -39,6 +39,7 @@ class ToolErrorType(str, enum.Enum):
     TIMEOUT = "timeout"
     UNKNOWN_OUTCOME = "unknown_outcome"
     TRANSIENT_FAILURE = "transient_failure"
+    RATE_LIMITED = "rate_limited"
     TOOL_ERROR = "tool_error"
     CIRCUIT_OPEN = "circuit_open"
     DUPLICATE_CALL = "duplicate_call"

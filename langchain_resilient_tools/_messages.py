@@ -36,6 +36,13 @@ TRANSIENT_HINT = (
     "Try again in a little while; if it keeps failing, tell the user the service is unavailable."
 )
 
+RATE_LIMITED = (
+    "{tool} was refused by its service because too many requests were made (rate limit); "
+    "the request was not carried out."
+)
+RATE_LIMITED_HINT = "Wait at least {s:g} s before calling {tool} again, or do something else first."
+RATE_LIMITED_HINT_NO_WAIT = "Wait a little before calling {tool} again, or do something else first."
+
 TOOL_ERROR = "{tool} reported an error: {text}"
 TOOL_ERROR_OPAQUE = "{tool} failed with an unexpected error ({kind})."
 TOOL_ERROR_HINT = (

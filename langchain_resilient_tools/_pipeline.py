@@ -32,6 +32,7 @@ from ._stages.cache import CacheStage
 from ._stages.checks import ChecksStage
 from ._stages.dedup import DedupStage
 from ._stages.fallback import FallbackStage
+from ._stages.limit import LimitStage
 from ._stages.repair import RepairStage
 from ._stages.retry import RetryStage
 from ._stages.validate import ValidateStage
@@ -55,6 +56,7 @@ STAGES: tuple[type[Stage], ...] = (
     RetryStage,  # idempotency-aware retry with backoff
     BreakerStage,  # per-tool circuit breaker: every attempt counted, open = final
     ChecksStage,  # result checks: a useless success raises LowQualityResult
+    LimitStage,  # client-side limits: a slot (max_concurrency) and a rate-limit token
     AttemptStage,  # one attempt with a deadline; runs the tool
 )
 """The stage order, outermost first. This is the only place it is written."""

@@ -297,7 +297,7 @@ class ToolPolicy(_Frozen):
     @classmethod
     def _check_deadline(cls, v: float | str | None) -> float | str | None:
         if isinstance(v, (int, float)) and v <= 0:
-            raise UsageError("deadline_s must be > 0, \"auto\" or None")
+            raise UsageError('deadline_s must be > 0, "auto" or None')
         return v
 
     @property
