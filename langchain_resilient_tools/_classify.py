@@ -36,7 +36,7 @@ from ._errors import (
 )
 from ._idempotency import scrub
 from ._ratelimit import is_rate_limited, retry_after, status_code
-from ._redact import redact
+from ._redact import looks_secret_key, redact
 from ._validate import from_pydantic
 
 try:  # langgraph >= 1.1 wraps argument errors it raises itself
@@ -100,20 +100,90 @@ def is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
 
-def error_result(value: Any) -> ToolException | None:
+class ReportedError(ToolException):
+    """An error the tool reported in its answer (an MCP ``isError`` result, or a text
+    that reads as an error report): written by the tool for the model, so its text is
+    shown scrubbed of secrets only."""
+
+
+ERROR_TEXT_PREFIXES: tuple[str, ...] = ("Error: ", "Database error: ", "Error executing tool ")
+"""How a result text that is an error report begins (the MCP reference servers, e.g.
+mcp-server-sqlite, answer a failed query with a plain ``Database error: ...`` text and no
+``isError``). Only the start of the whole answer counts: a result that merely mentions an
+error elsewhere is a success."""
+
+_MAX_ERROR_TEXT = 2000
+"""A longer answer is a result, whatever its first words."""
+
+
+def _text_of(content: Any) -> str | None:
+    """The text of a tool's answer: a string, or a list of content blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [b if isinstance(b, str) else b.get("text", "") for b in content if b]
+        return " ".join(p for p in parts if isinstance(p, str) and p)
+    return None
+
+
+def _reads_as_error(content: Any) -> str | None:
+    """The text of `content` if it is a single text that reads as an error report."""
+    if isinstance(content, list):
+        if len(content) != 1:
+            return None
+        block = content[0]
+        content = block if isinstance(block, str) else block.get("text")
+        if isinstance(block, dict) and block.get("type") != "text":
+            return None
+    ok = isinstance(content, str) and len(content) <= _MAX_ERROR_TEXT
+    return content if ok and content.startswith(ERROR_TEXT_PREFIXES) else None
+
+
+def _reported(exc: BaseException) -> bool:
+    """Whether `exc` is an error the tool wrote for the model: `ReportedError`, or the
+    exception langchain-mcp-adapters raises for an ``isError`` result (it carries the
+    result's ``tool_content``), whichever way the tool was called."""
+    if isinstance(exc, ReportedError):
+        return True
+    return isinstance(exc, ToolException) and isinstance(getattr(exc, "tool_content", None), list)
+
+
+def error_result(value: Any, *, detect_text: bool = True) -> ToolException | None:
     """The error a tool reported by *returning* it, if it did.
 
     A tool with ``handle_tool_error`` (MCP tools report ``isError`` results this way)
-    answers with a ``ToolMessage(status="error")``; it becomes a ``tool_error`` like any
-    raised `ToolException`, so its text is redacted and put in the envelope.
+    answers with a ``ToolMessage(status="error")``; with `detect_text`, an answer whose
+    whole text reads as an error report (`ERROR_TEXT_PREFIXES`) counts too. Either
+    becomes a ``tool_error`` like a raised `ToolException`.
     """
-    if not isinstance(value, ToolMessage) or value.status != "error":
+    if isinstance(value, ToolMessage):
+        if value.status == "error":
+            return ReportedError(_text_of(value.content) or "")
+        value = value.content
+    elif not isinstance(value, (str, list)):
         return None
-    content = value.content
-    if isinstance(content, list):
-        parts = [b if isinstance(b, str) else b.get("text", "") for b in content]
-        content = " ".join(p for p in parts if isinstance(p, str) and p)
-    return ToolException(str(content))
+    if not detect_text:
+        return None
+    text = _reads_as_error(value)
+    return None if text is None else ReportedError(text)
+
+
+def echoed_values(args: Any) -> list[str]:
+    """The string values of the model's arguments (nested too), except under
+    secret-looking names: an error may repeat them back to the model."""
+    out: list[str] = []
+    stack: list[tuple[str, Any]] = [("", args)]
+    while stack and len(out) < 50:
+        key, value = stack.pop()
+        if key and looks_secret_key(key):
+            continue
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            stack.extend((str(k), v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((key, v) for v in value)
+    return out
 
 
 def _validation_fields(exc: BaseException, call: Call) -> list[dict[str, Any]]:
@@ -316,7 +386,11 @@ def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Fa
             cause=exc,
         )
     if isinstance(exc, (ToolException, *_INPUT_ERRORS)) or expose:
-        text = redact(scrub(str(exc), call), limit=300) or kind
+        # What the model sent may be echoed back (the path it asked for); what the tool
+        # wrote for the model (ReportedError) keeps its paths; secrets never pass.
+        paths = not (expose or _reported(exc))
+        keep = echoed_values(call.args)
+        text = redact(scrub(str(exc), call), limit=300, keep=keep, paths=paths) or kind
         message = m.TOOL_ERROR.format(tool=name, text=text)
     else:
         message = m.TOOL_ERROR_OPAQUE.format(tool=name, kind=kind)

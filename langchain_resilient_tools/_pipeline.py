@@ -90,9 +90,10 @@ def _raised(exc: Exception) -> Exception:
     return ToolRaised(exc)
 
 
-def _returned(value: Any) -> Any:
-    """The tool's answer; one that reports an error (e.g. MCP ``isError``) fails the call."""
-    reported = error_result(value)
+def _returned(value: Any, call: Call) -> Any:
+    """The tool's answer; one that reports an error (e.g. MCP ``isError``, or a text
+    that reads as an error report) fails the call."""
+    reported = error_result(value, detect_text=call.resolved.policy.detect_error_text)
     if reported is not None:
         raise ToolRaised(reported)
     return value
@@ -107,7 +108,7 @@ def _terminal(call: Call) -> Any:
         if raised is exc:
             raise
         raise raised from exc
-    return _returned(value)
+    return _returned(value, call)
 
 
 async def _aterminal(call: Call) -> Any:
@@ -119,7 +120,7 @@ async def _aterminal(call: Call) -> Any:
         if raised is exc:
             raise
         raise raised from exc
-    return _returned(value)
+    return _returned(value, call)
 
 
 def _only_before(stage: BeforeStage) -> bool:

@@ -223,8 +223,13 @@ class ToolPolicy(_Frozen):
     """Stub data, or a callable ``(tool_name, args) -> data``, used when every attempt failed."""
     max_result_chars: int | None = Field(default=None, gt=0)
     """Cap on the characters of a result sent back to the model, or `None`."""
+    detect_error_text: bool = True
+    """Treat an answer whose whole text reads as an error report (``Error: ...``,
+    ``Database error: ...``: how the MCP reference servers answer some failures, without
+    ``isError``) as a ``tool_error``. `False`: every returned text is a success."""
     expose_error_details: bool = False
-    """Development aid: include the (redacted) exception text of unexpected errors."""
+    """Development aid: include the exception text of unexpected errors, and keep file
+    paths in error texts (secrets are masked all the same)."""
     max_abandoned_threads: int = Field(default=4, ge=1)
     """Timed-out sync calls of this tool that may still be running before new calls fail
     fast, so that one hung tool cannot take every worker thread."""
