@@ -28,6 +28,7 @@ from ._errors import (
     LowQualityResult,
     MalformedCall,
     OutcomeStillUnknown,
+    SessionUnavailable,
     StateUnavailable,
     ThreadsExhausted,
     ToolErrorType,
@@ -300,6 +301,11 @@ def _classify(exc: BaseException, call: Call) -> Failure:
             m.TRANSIENT.format(tool=name, kind=m.STATE_UNAVAILABLE),
             m.TRANSIENT_HINT,
             True,
+        )
+    if isinstance(exc, SessionUnavailable):
+        text = m.SESSION_BLOCKED if exc.reason == "blocked" else m.SESSION_CLOSED
+        return Failure(
+            ToolErrorType.INTERNAL_ERROR, text.format(tool=name), m.SESSION_HINT, False, cause=exc
         )
     if isinstance(exc, OutcomeStillUnknown):
         return Failure(

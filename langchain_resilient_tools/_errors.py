@@ -17,7 +17,8 @@ exception, to an envelope::
     ├── DuplicateCall                 a repeat that must not run again
     ├── OutcomeStillUnknown           a re-run of a write whose first run is unconfirmed
     ├── LowQualityResult              a successful call whose result is useless
-    └── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
+    ├── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
+    └── SessionUnavailable            a session-bound tool's event loop cannot run a sync call
 
 `UsageError` is developer-facing: a wrong configuration raises it at construction time
 and it never reaches the model.
@@ -151,3 +152,14 @@ class LowQualityResult(ResilienceSignal):
         self.reason = reason
         self.preview = preview
         self.value = value
+
+
+class SessionUnavailable(ResilienceSignal):
+    """A tool bound to a session on another event loop cannot be run from this sync call:
+    that loop is closed or not running (``reason="closed"``), or it is blocked, usually
+    by this very call made from a coroutine on it (``reason="blocked"``). The tool was
+    not called."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"session loop {reason}")
+        self.reason = reason

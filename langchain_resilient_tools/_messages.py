@@ -146,6 +146,16 @@ LOW_QUALITY_HINT = "Try a different or broader query, or another tool."
 
 STATE_UNAVAILABLE = "shared state store unavailable"
 """The ``kind`` of `TRANSIENT` when `ToolPolicy.on_backend_error` fails a call closed."""
+SESSION_BLOCKED = (
+    "{tool} belongs to a session on an event loop that is busy or blocked (it was called "
+    "from sync code running on that loop), so it was not called."
+)
+SESSION_CLOSED = "{tool} belongs to a session whose event loop is closed, so it was not called."
+SESSION_HINT = (
+    "Do not retry this call now; tell the user the tool is unavailable. (Developer: call "
+    "the agent with ainvoke on the session's loop, or from sync code on another thread.)"
+)
+
 INTERNAL = "Handling this call to {tool} failed inside the resilience layer."
 INTERNAL_HINT = "Try the call again once; if it fails again, tell the user the tool is unavailable."
 

@@ -7,10 +7,12 @@ langchain-mcp-adapters, exactly as users load them.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,9 +145,51 @@ def test_transport_failure_is_a_retryable_infrastructure_error(harness: Harness)
     assert "mistake" not in data["suggestion"].lower()
 
 
+class BackgroundSession:
+    """A live stdio session held by a task on an event loop of its own thread, as an
+    application that runs its loop in the background holds one."""
+
+    def __init__(self, client: MultiServerMCPClient) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self._stop = asyncio.Event()
+        ready: concurrent.futures.Future[list[BaseTool]] = concurrent.futures.Future()
+        self._held = asyncio.run_coroutine_threadsafe(self._hold(client, ready), self.loop)
+        self.tools = ready.result(30)
+
+    async def _hold(
+        self, client: MultiServerMCPClient, ready: concurrent.futures.Future[list[BaseTool]]
+    ) -> None:
+        async with client.session("t") as session:
+            ready.set_result(await load_mcp_tools(session))
+            await self._stop.wait()
+
+    def run(self, make: Any) -> Any:
+        """Run the coroutine `make()` on the session's loop and wait for it."""
+        return asyncio.run_coroutine_threadsafe(make(), self.loop).result(30)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._held.result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
 async def test_stdio_session_through_every_adapter(harness: Harness) -> None:
-    if harness.mode == "sync":
-        pytest.skip("a live stdio session belongs to the test's event loop")
+    if harness.mode == "sync":  # sync code, the session's loop running on another thread
+        held = await asyncio.to_thread(BackgroundSession, stdio_client())
+        try:
+            ai = AIMessage("", tool_calls=CALLS)
+            graph = harness.build(held.tools, policies=POLICIES, ai=ai)
+            payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
+            state = await asyncio.to_thread(graph.invoke, payload)
+        finally:
+            await asyncio.to_thread(held.close)
+        answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+        check_answers(answers)
+        return
     async with stdio_client().session("t") as session:
         tools = await load_mcp_tools(session)
         ai = AIMessage("", tool_calls=CALLS)
@@ -174,3 +218,21 @@ def test_sync_timeout_holds_for_async_only_tools(http_tools: list[BaseTool]) -> 
     data = json.loads(tool.invoke({"query": "x"}))
     assert data["error"] == "timeout"
     assert time.monotonic() - start < 1.5
+
+
+def test_session_tool_called_sync_on_its_own_loop_says_why() -> None:
+    held = BackgroundSession(stdio_client())
+    try:
+        weather = ResilientTool.wrap(next(t for t in held.tools if t.name == "get_weather"))
+
+        async def blocking_call() -> Any:
+            return weather.invoke(CALLS[0])  # sync code on the session's own loop
+
+        message = held.run(blocking_call)
+        data = envelope(message)
+        assert data["error"] == "internal_error"  # not a misleading timeout
+        assert "blocked" in data["message"] and "ainvoke" in data["suggestion"]
+        ok = held.run(lambda: weather.ainvoke(CALLS[0]))  # the async call works
+        assert ok.status == "success"
+    finally:
+        held.close()
