@@ -7,12 +7,10 @@ langchain-mcp-adapters, exactly as users load them.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +29,7 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.mcp_session import BackgroundSession
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 SECRETS = ("hunter2", "sk-live-abcdef1234567890abcdef")
@@ -145,41 +144,9 @@ def test_transport_failure_is_a_retryable_infrastructure_error(harness: Harness)
     assert "mistake" not in data["suggestion"].lower()
 
 
-class BackgroundSession:
-    """A live stdio session held by a task on an event loop of its own thread, as an
-    application that runs its loop in the background holds one."""
-
-    def __init__(self, client: MultiServerMCPClient) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self._stop = asyncio.Event()
-        ready: concurrent.futures.Future[list[BaseTool]] = concurrent.futures.Future()
-        self._held = asyncio.run_coroutine_threadsafe(self._hold(client, ready), self.loop)
-        self.tools = ready.result(30)
-
-    async def _hold(
-        self, client: MultiServerMCPClient, ready: concurrent.futures.Future[list[BaseTool]]
-    ) -> None:
-        async with client.session("t") as session:
-            ready.set_result(await load_mcp_tools(session))
-            await self._stop.wait()
-
-    def run(self, make: Any) -> Any:
-        """Run the coroutine `make()` on the session's loop and wait for it."""
-        return asyncio.run_coroutine_threadsafe(make(), self.loop).result(30)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self._held.result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
-
-
 async def test_stdio_session_through_every_adapter(harness: Harness) -> None:
     if harness.mode == "sync":  # sync code, the session's loop running on another thread
-        held = await asyncio.to_thread(BackgroundSession, stdio_client())
+        held = await asyncio.to_thread(BackgroundSession, stdio_client(), "t")
         try:
             ai = AIMessage("", tool_calls=CALLS)
             graph = harness.build(held.tools, policies=POLICIES, ai=ai)
@@ -221,7 +188,7 @@ def test_sync_timeout_holds_for_async_only_tools(http_tools: list[BaseTool]) -> 
 
 
 def test_session_tool_called_sync_on_its_own_loop_says_why() -> None:
-    held = BackgroundSession(stdio_client())
+    held = BackgroundSession(stdio_client(), "t")
     try:
         weather = ResilientTool.wrap(next(t for t in held.tools if t.name == "get_weather"))
 

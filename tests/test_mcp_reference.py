@@ -18,11 +18,14 @@ import pytest
 
 pytest.importorskip("langchain_mcp_adapters")
 
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_mcp_adapters.tools import load_mcp_tools
 
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.mcp_session import BackgroundSession
 from tests.refservers import server_or_skip
 
 OUTSIDE = "/srv/not-the-repo/project"
@@ -88,3 +91,39 @@ def test_reference_server_errors_reach_the_model(
     assert result["mentions"].status == "success"  # a result that merely mentions an error
     assert "Error: only a value" in str(result["mentions"].content)
     assert result["ok"].status == "success"
+
+
+SESSION_CALLS = [
+    tool_call("git_status", {"repo_path": OUTSIDE}, id="outside"),
+    tool_call("git_status", {"repo_path": "REPO"}, id="log"),
+]
+
+
+async def test_session_bound_tools_sync_and_async(
+    harness: Harness, servers: dict[str, Any]
+) -> None:
+    repo = servers["git"]["args"][1]
+    calls = [{**c, "args": {**c["args"], "repo_path": c["args"]["repo_path"].replace("REPO", repo)}}
+             for c in SESSION_CALLS]  # fmt: skip
+    client = MultiServerMCPClient(servers)
+    if harness.mode == "sync":  # sync code; the session lives on a loop in another thread
+        held = await asyncio.to_thread(BackgroundSession, client, "git")
+        try:
+            graph = harness.build(held.tools, ai=AIMessage("", tool_calls=calls))
+            payload = payload_for(harness, calls)
+            state = await asyncio.to_thread(graph.invoke, payload)
+        finally:
+            await asyncio.to_thread(held.close)
+    else:
+        async with client.session("git") as session:
+            tools = await load_mcp_tools(session)
+            graph = harness.build(tools, ai=AIMessage("", tool_calls=calls))
+            state = await graph.ainvoke(payload_for(harness, calls))
+    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert OUTSIDE in answer(answers, "outside")["message"]
+    assert answers["log"].status == "success", answers["log"].content
+
+
+def payload_for(harness: Harness, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    ai = AIMessage("", tool_calls=calls)
+    return {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
