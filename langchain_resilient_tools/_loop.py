@@ -16,6 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from . import _exit
 from ._errors import AttemptTimeout, SessionUnavailable
 
 T = TypeVar("T")
@@ -34,7 +35,13 @@ def private_loop() -> asyncio.AbstractEventLoop:
                 threading.Thread(
                     target=loop.run_forever, name="lrt-async-tools", daemon=True
                 ).start()
+                _exit.watch(loop)  # what runs on it is closed at interpreter exit
                 _loop = loop
+    return _loop
+
+
+def current() -> asyncio.AbstractEventLoop | None:
+    """The private loop, if it was started."""
     return _loop
 
 
