@@ -3,7 +3,7 @@
 With ``LRT_FAULTS_PIDFILE`` set it appends its process id to that file.
 
 `busy_read` blocks the server in sync code (the whole server stops answering, as a
-server stuck in a sync library call does); `slow_read` awaits for a long time.
+server stuck in a sync library call does); `read_slow` awaits for a long time.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def busy_read(seconds: float) -> str:
 
 
 @server.tool()
-async def slow_read(seconds: float) -> str:
+async def read_slow(seconds: float) -> str:
     """Answers after `seconds`."""
     await asyncio.sleep(seconds)
     return "done"

@@ -7,6 +7,8 @@ server it started is still running a few seconds on.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +19,12 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("langchain_mcp_adapters")
+
+from langchain_mcp_adapters.client import MultiServerMCPClient
+
+from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools.testing import tool_call
+from tests.conftest import Harness
 
 ROOT = Path(__file__).parent.parent
 FAULTS = Path(__file__).with_name("mcp_faults.py")
@@ -119,3 +127,21 @@ def test_script_exits_promptly_and_leaves_no_server(case: str, tmp_path: Path) -
     for p in leftover:
         os.kill(p, 9)
     assert not leftover, f"MCP servers still running after the script: {leftover}"
+
+
+def test_hung_mcp_read_is_bounded_by_the_default_deadline(harness: Harness) -> None:
+    """A user who sets only ``timeout=T`` gets an answer within 2T + 1 s (here from a
+    server that never answers), and the envelope says how long it waited."""
+    client = MultiServerMCPClient(
+        {"f": {"transport": "stdio", "command": sys.executable, "args": [str(FAULTS)]}}
+    )
+    tools = [t for t in asyncio.run(client.get_tools()) if t.name == "read_slow"]
+    start = time.monotonic()
+    result = harness.run(
+        tools, [tool_call("read_slow", {"seconds": 60}, id="c1")], policy=ToolPolicy(timeout=0.5)
+    )
+    elapsed = time.monotonic() - start
+    data = json.loads(str(result["c1"].content))
+    assert data["error"] == "timeout" and data["attempts"] >= 2
+    assert data["waited_s"] <= 2.0
+    assert elapsed < 2.0 + 1.0  # 2T + 1 s, and the graph's own overhead
