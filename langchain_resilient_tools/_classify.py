@@ -393,8 +393,9 @@ def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Fa
         )
     if isinstance(exc, (ToolException, *_INPUT_ERRORS)) or expose:
         # What the model sent may be echoed back (the path it asked for); what the tool
-        # wrote for the model (ReportedError) keeps its paths; secrets never pass.
-        paths = not (expose or _reported(exc))
+        # wrote for the model (MCP isError, an error text) keeps its paths; secrets and
+        # other host paths never pass, expose_error_details or not.
+        paths = not _reported(exc)
         keep = echoed_values(call.args)
         text = redact(scrub(str(exc), call), limit=300, keep=keep, paths=paths) or kind
         message = m.TOOL_ERROR.format(tool=name, text=text)

@@ -228,8 +228,7 @@ class ToolPolicy(_Frozen):
     ``Database error: ...``: how the MCP reference servers answer some failures, without
     ``isError``) as a ``tool_error``. `False`: every returned text is a success."""
     expose_error_details: bool = False
-    """Development aid: include the exception text of unexpected errors, and keep file
-    paths in error texts (secrets are masked all the same)."""
+    """Development aid: include the (redacted) exception text of unexpected errors."""
     max_abandoned_threads: int = Field(default=4, ge=1)
     """Timed-out sync calls of this tool that may still be running before new calls fail
     fast, so that one hung tool cannot take every worker thread."""

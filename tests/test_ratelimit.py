@@ -211,41 +211,77 @@ def test_waiting_for_a_slot_counts_against_the_deadline(harness: Harness) -> Non
     assert CALLS["get_item"] in (1, 2)  # the second ran only if the first's slot came free
 
 
+class RecordingLimiter(rate_limiters.InMemoryRateLimiter):
+    """The limiter behind ``rate_limit=10`` (`limit.make_limiter`), on a fake clock,
+    recording the clock at each token it grants (under the lock the fake waits take, so
+    no thread moves the clock between a grant and its record)."""
+
+    def __init__(self, clock: FakeClock, lock: threading.Lock) -> None:
+        template = limit.make_limiter(10)
+        super().__init__(
+            requests_per_second=template.requests_per_second,
+            check_every_n_seconds=template.check_every_n_seconds,
+            max_bucket_size=template.max_bucket_size,
+        )
+        self.clock, self.lock = clock, lock
+        self.grants: list[float] = []
+
+    def _consume(self) -> bool:
+        with self.lock:
+            granted = super()._consume()
+            if granted:
+                self.grants.append(self.clock())
+            return granted
+
+
 @pytest.fixture
-def fake_time(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    """The rate limiter's clock and the stage's pacing waits on one fake clock."""
+def fake_limiter(monkeypatch: pytest.MonkeyPatch) -> RecordingLimiter:
+    """A limiter and the stage's pacing waits on one fake clock."""
     clock = FakeClock()
+    lock = threading.Lock()
 
     class FakeTime:
         monotonic = staticmethod(clock)
 
+    def pause(seconds: float) -> None:
+        with lock:
+            clock.advance(seconds)
+
     async def apause(seconds: float) -> None:
-        clock.advance(seconds)
+        pause(seconds)
         await asyncio.sleep(0)
 
     monkeypatch.setattr(rate_limiters, "time", FakeTime)
-    monkeypatch.setattr(limit, "_pause", clock.advance)
+    monkeypatch.setattr(limit, "_pause", pause)
     monkeypatch.setattr(limit, "_apause", apause)
-    return clock
+    return RecordingLimiter(clock, lock)
 
 
-def test_calls_per_second_holds_within_ten_percent(harness: Harness, fake_time: FakeClock) -> None:
-    starts: list[float] = []
-
+def test_calls_per_second_holds_within_ten_percent(
+    harness: Harness, fake_limiter: RecordingLimiter
+) -> None:
     def get_item(n: int) -> str:
-        starts.append(fake_time())
         return f"item {n}"
 
     async def aget_item(n: int) -> str:
         return get_item(n)
 
     tool = counted("get_item", get_item, coroutine=aget_item)
-    policy = ToolPolicy(rate_limit=10, timeout=None, deadline_s=None)
+    policy = ToolPolicy(rate_limit=fake_limiter, timeout=None, deadline_s=None)
     calls = [tool_call("get_item", {"n": i}, id=f"c{i}") for i in range(30)]
     result = harness.run([tool], calls, policy=policy)
     assert all(result[f"c{i}"].status == "success" for i in range(30))
-    starts.sort()
-    rate = (len(starts) - 1) / (starts[-1] - starts[0])
+    grants = fake_limiter.grants
+    assert len(grants) == 30 == CALLS["get_item"]  # one token per attempt
+    rate = (len(grants) - 1) / (grants[-1] - grants[0])
     assert 9.0 <= rate <= 11.0, rate
-    record = result["c29"].response_metadata["resilience"]
-    assert record["queued_ms"] > 0  # the wait for a token is visible
+    queued = [
+        result[f"c{i}"].response_metadata["resilience"].get("queued_ms", 0) for i in range(30)
+    ]
+    assert max(queued) > 0  # the wait for a token is visible in the record
+
+
+def test_a_rate_in_calls_per_second_uses_langchains_limiter() -> None:
+    limiter = limit.make_limiter(10)
+    assert isinstance(limiter, rate_limiters.InMemoryRateLimiter)
+    assert limiter.requests_per_second == 10 and limiter.max_bucket_size == 1
