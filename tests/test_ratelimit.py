@@ -285,3 +285,32 @@ def test_a_rate_in_calls_per_second_uses_langchains_limiter() -> None:
     limiter = limit.make_limiter(10)
     assert isinstance(limiter, rate_limiters.InMemoryRateLimiter)
     assert limiter.requests_per_second == 10 and limiter.max_bucket_size == 1
+
+
+def test_slots_hand_over_in_order_and_never_leak() -> None:
+    from langchain_resilient_tools._slots import Slots
+
+    slots = Slots(1)
+    assert slots.acquire(None) and slots.in_use == 1
+    assert not slots.acquire(0)  # no slot within the timeout: the waiter leaves the queue
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(slots.acquire(5)))
+    waiter.start()
+    while not slots._waiters:  # the thread is queued
+        time.sleep(0.001)
+    slots.release()  # handed to the waiter, not freed
+    waiter.join()
+    assert got == [True] and slots.in_use == 1
+
+    async def cancelled_waiter() -> None:
+        task = asyncio.ensure_future(slots.aacquire(None))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not await slots.aacquire(0)
+
+    asyncio.run(cancelled_waiter())
+    slots.release()
+    assert slots.in_use == 0 and not slots._waiters
+    assert asyncio.run(slots.aacquire(0)) and slots.in_use == 1
