@@ -34,6 +34,8 @@ class CallRecord:
     """Short sentences shown to the model before a successful result."""
     duration_ms: float = 0.0
     started_at: float = field(default_factory=time.time)
+    queued_ms: float = 0.0
+    """Time spent waiting for a slot or a token of the tool's client-side limits."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +48,7 @@ class CallRecord:
             "repairs": list(self.repairs),
             "duration_ms": round(self.duration_ms, 3),
             "started_at": self.started_at,
+            **({"queued_ms": round(self.queued_ms, 3)} if self.queued_ms else {}),
         }
 
 
@@ -91,6 +94,8 @@ class Call:
     ``handle_tool_errors``, or a tool with ``handle_validation_error``)."""
     deadline: float | None = None
     """Absolute `policy.clock` time by which the whole call must be answered, if any."""
+    started: float | None = None
+    """`policy.clock` time at which the call started (set with its deadline)."""
 
     @property
     def idempotent(self) -> bool:

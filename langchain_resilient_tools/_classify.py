@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import ToolException
 from pydantic import ValidationError
 
+from . import _deadline
 from . import _messages as m
 from ._adapt import injected_keys
 from ._call import Call
@@ -27,6 +28,7 @@ from ._errors import (
     LowQualityResult,
     MalformedCall,
     OutcomeStillUnknown,
+    SessionUnavailable,
     StateUnavailable,
     ThreadsExhausted,
     ToolErrorType,
@@ -34,7 +36,8 @@ from ._errors import (
     UnknownTool,
 )
 from ._idempotency import scrub
-from ._redact import redact
+from ._ratelimit import is_rate_limited, retry_after, status_code
+from ._redact import looks_secret_key, redact
 from ._validate import from_pydantic
 
 try:  # langgraph >= 1.1 wraps argument errors it raises itself
@@ -72,15 +75,6 @@ _INPUT_ERRORS = (ValueError, LookupError, TypeError)
 """Exception families whose text conventionally describes a bad input: shown (redacted)."""
 
 
-def _status_code(exc: BaseException) -> int | None:
-    for holder in (exc, getattr(exc, "response", None)):
-        for attr in ("status_code", "status", "code"):
-            value = getattr(holder, attr, None)
-            if isinstance(value, int) and 100 <= value <= 599:
-                return value
-    return None
-
-
 def is_transient(exc: BaseException) -> bool:
     """Whether `exc` is a failure that another attempt may not meet (the default retry rule).
 
@@ -97,7 +91,7 @@ def is_transient(exc: BaseException) -> bool:
         return all(is_transient(e) for e in group)
     if isinstance(exc, (ToolException, ValidationError, ValueError)):
         return False
-    status = _status_code(exc)
+    status = status_code(exc)
     if status is not None:
         return status in (408, 429) or status >= 500
     if isinstance(exc, _NOT_TRANSIENT_OS):
@@ -107,28 +101,104 @@ def is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
 
-class HandledByTool(ToolException):
+class ReportedError(ToolException):
+    """An error the tool reported in its answer (an MCP ``isError`` result, or a text
+    that reads as an error report): written by the tool for the model, so its text is
+    shown scrubbed of secrets only."""
+
+
+class HandledByTool(ReportedError):
     """An error the tool answered itself, with its own ``handle_tool_error`` or
     ``handle_validation_error``: `answer` is the tool's ``ToolMessage(status="error")``.
 
     It fails the call like any `ToolException` (stats, breaker, ``tool_errors``; never
     retried), but the model is shown the tool's own answer, as `ToolNode` shows it: the
-    tool's author chose that text (MCP tools report ``isError`` results this way)."""
+    tool's author chose that text (MCP tools report ``isError`` results this way), so it
+    is scrubbed of secrets only."""
 
     def __init__(self, text: str, answer: ToolMessage) -> None:
         super().__init__(text)
         self.answer = answer
 
 
-def error_result(value: Any) -> ToolException | None:
-    """The error a tool reported by *returning* it, if it did (see `HandledByTool`)."""
-    if not isinstance(value, ToolMessage) or value.status != "error":
-        return None
-    content = value.content
+ERROR_TEXT_PREFIXES: tuple[str, ...] = ("Error: ", "Database error: ", "Error executing tool ")
+"""How a result text that is an error report begins (the MCP reference servers, e.g.
+mcp-server-sqlite, answer a failed query with a plain ``Database error: ...`` text and no
+``isError``). Only the start of the whole answer counts: a result that merely mentions an
+error elsewhere is a success."""
+
+_MAX_ERROR_TEXT = 2000
+"""A longer answer is a result, whatever its first words."""
+
+
+def _text_of(content: Any) -> str | None:
+    """The text of a tool's answer: a string, or a list of content blocks."""
+    if isinstance(content, str):
+        return content
     if isinstance(content, list):
-        parts = [b if isinstance(b, str) else b.get("text", "") for b in content]
-        content = " ".join(p for p in parts if isinstance(p, str) and p)
-    return HandledByTool(str(content), value)
+        parts = [b if isinstance(b, str) else b.get("text", "") for b in content if b]
+        return " ".join(p for p in parts if isinstance(p, str) and p)
+    return None
+
+
+def _reads_as_error(content: Any) -> str | None:
+    """The text of `content` if it is a single text that reads as an error report."""
+    if isinstance(content, list):
+        if len(content) != 1:
+            return None
+        block = content[0]
+        content = block if isinstance(block, str) else block.get("text")
+        if isinstance(block, dict) and block.get("type") != "text":
+            return None
+    ok = isinstance(content, str) and len(content) <= _MAX_ERROR_TEXT
+    return content if ok and content.startswith(ERROR_TEXT_PREFIXES) else None
+
+
+def _reported(exc: BaseException) -> bool:
+    """Whether `exc` is an error the tool wrote for the model: `ReportedError`, or the
+    exception langchain-mcp-adapters raises for an ``isError`` result (it carries the
+    result's ``tool_content``), whichever way the tool was called."""
+    if isinstance(exc, ReportedError):
+        return True
+    return isinstance(exc, ToolException) and isinstance(getattr(exc, "tool_content", None), list)
+
+
+def error_result(value: Any, *, detect_text: bool = True) -> ToolException | None:
+    """The error a tool reported by *returning* it, if it did.
+
+    A tool with ``handle_tool_error`` (MCP tools report ``isError`` results this way)
+    answers with a ``ToolMessage(status="error")``; with `detect_text`, an answer whose
+    whole text reads as an error report (`ERROR_TEXT_PREFIXES`) counts too. Either
+    becomes a ``tool_error`` like a raised `ToolException`.
+    """
+    if isinstance(value, ToolMessage):
+        if value.status == "error":  # the tool's own handler answered: its answer stands
+            return HandledByTool(_text_of(value.content) or "", value)
+        value = value.content
+    elif not isinstance(value, (str, list)):
+        return None
+    if not detect_text:
+        return None
+    text = _reads_as_error(value)
+    return None if text is None else ReportedError(text)
+
+
+def echoed_values(args: Any) -> list[str]:
+    """The string values of the model's arguments (nested too), except under
+    secret-looking names: an error may repeat them back to the model."""
+    out: list[str] = []
+    stack: list[tuple[str, Any]] = [("", args)]
+    while stack and len(out) < 50:
+        key, value = stack.pop()
+        if key and looks_secret_key(key):
+            continue
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            stack.extend((str(k), v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((key, v) for v in value)
+    return out
 
 
 def _validation_fields(exc: BaseException, call: Call) -> list[dict[str, Any]]:
@@ -153,8 +223,29 @@ def _invalid_args(name: str, call: Call, fields: list[dict[str, Any]]) -> tuple[
     return (f"{message} {sentences}".strip(), m.valid_call_form(call.tool, name))
 
 
+_WAITED = frozenset(
+    {
+        ToolErrorType.TIMEOUT, ToolErrorType.TRANSIENT_FAILURE, ToolErrorType.UNKNOWN_OUTCOME,
+        ToolErrorType.RATE_LIMITED,
+    }
+)  # fmt: skip
+"""Failures of the service (not of the call) whose envelope says how long the call took."""
+
+
 def classify(exc: BaseException, call: Call) -> Failure:
-    """Map `exc`, raised while handling `call`, to the `Failure` the model is shown."""
+    """Map `exc`, raised while handling `call`, to the `Failure` the model is shown.
+
+    Failures of the service carry ``waited_s``: how long the call took in all (every
+    attempt and wait), so the model and the user can see what the deadline cost.
+    """
+    failure = _classify(exc, call)
+    if failure.error in _WAITED and call.record.attempts:
+        extra = {**failure.extra, "waited_s": round(_deadline.waited(call), 1)}
+        failure = replace(failure, extra=extra)
+    return failure
+
+
+def _classify(exc: BaseException, call: Call) -> Failure:
     name = call.name
     policy = call.resolved.policy
     if isinstance(exc, AttemptTimeout):
@@ -225,6 +316,11 @@ def classify(exc: BaseException, call: Call) -> Failure:
             m.TRANSIENT_HINT,
             True,
         )
+    if isinstance(exc, SessionUnavailable):
+        text = m.SESSION_BLOCKED if exc.reason == "blocked" else m.SESSION_CLOSED
+        return Failure(
+            ToolErrorType.INTERNAL_ERROR, text.format(tool=name), m.SESSION_HINT, False, cause=exc
+        )
     if isinstance(exc, OutcomeStillUnknown):
         return Failure(
             ToolErrorType.UNKNOWN_OUTCOME,
@@ -283,6 +379,16 @@ def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Fa
             exc,
         )
     kind = type(exc).__name__
+    if is_rate_limited(exc):  # refused before acting on it: not an unknown outcome
+        wait = retry_after(exc)
+        hint = m.RATE_LIMITED_HINT_NO_WAIT.format(tool=name)
+        extra: dict[str, Any] = {}
+        if wait is not None:
+            extra["retry_after_s"] = round(wait, 1)
+            hint = m.RATE_LIMITED_HINT.format(tool=name, s=round(wait, 1))
+        return Failure(
+            ToolErrorType.RATE_LIMITED, m.RATE_LIMITED.format(tool=name), hint, True, extra, exc
+        )
     if is_transient(exc):
         if call.idempotent:
             return Failure(
@@ -300,7 +406,12 @@ def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Fa
             cause=exc,
         )
     if isinstance(exc, (ToolException, *_INPUT_ERRORS)) or expose:
-        text = redact(scrub(str(exc), call), limit=300) or kind
+        # What the model sent may be echoed back (the path it asked for); what the tool
+        # wrote for the model (MCP isError, an error text) keeps its paths; secrets and
+        # other host paths never pass, expose_error_details or not.
+        paths = not _reported(exc)
+        keep = echoed_values(call.args)
+        text = redact(scrub(str(exc), call), limit=300, keep=keep, paths=paths) or kind
         message = m.TOOL_ERROR.format(tool=name, text=text)
     else:
         message = m.TOOL_ERROR_OPAQUE.format(tool=name, kind=kind)

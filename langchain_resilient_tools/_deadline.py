@@ -2,7 +2,8 @@
 
 A call's deadline is the earlier of a run-wide one (``config["configurable"]["lrt_deadline"]``,
 an absolute time on the policy's `clock`, `time.monotonic` by default) and the call's
-own budget (`ToolPolicy.deadline_s` from the moment the call starts). Layered timeouts
+own budget (`ToolPolicy.deadline_s` from the moment the call starts; by default
+``2 * timeout + 1`` s). Layered timeouts
 then hold: an attempt never gets more time than the call has left, and neither does a
 backoff wait.
 """
@@ -30,9 +31,11 @@ def deadline_of(config: Any) -> float | None:
 def start(call: Call) -> None:
     """Fix `call.deadline` when the call starts: the earlier of the run's and its own."""
     policy = call.resolved.policy
-    if policy.deadline_s is None:
+    now = call.started = policy.clock()
+    budget = policy.call_deadline_s
+    if budget is None:
         return
-    own = policy.clock() + policy.deadline_s
+    own = now + budget
     call.deadline = own if call.deadline is None else min(call.deadline, own)
 
 
@@ -41,6 +44,12 @@ def remaining(call: Call) -> float | None:
     if call.deadline is None:
         return None
     return call.deadline - call.resolved.policy.clock()
+
+
+def remaining_or_none(call: Call) -> float | None:
+    """`remaining`, never below 0 (a wait with this timeout ends at the deadline)."""
+    left = remaining(call)
+    return None if left is None else max(0.0, left)
 
 
 def cap(call: Call, seconds: float | None) -> float | None:
@@ -60,3 +69,10 @@ def cap_wait(call: Call, seconds: float) -> float:
     """A backoff wait capped to what is left of the deadline (never negative)."""
     left = remaining(call)
     return seconds if left is None else max(0.0, min(seconds, left))
+
+
+def waited(call: Call) -> float:
+    """Seconds since `call` started, on its policy's clock."""
+    if call.started is None:
+        return 0.0
+    return max(0.0, call.resolved.policy.clock() - call.started)

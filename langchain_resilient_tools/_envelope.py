@@ -88,8 +88,9 @@ def failure_message(failure: Failure, call: Call, content: str | None = None) ->
 
 def _scrub_text(text: str) -> str:
     """`text` as it is, unless redaction finds something to take out (a secret, a
-    traceback, a path): then the redacted text."""
-    clean = redact(text, limit=max(len(text), 300))
+    traceback, a repr): then the redacted text. Paths stay: the tool wrote this text
+    for the model (e.g. an MCP ``isError`` result naming the path the model sent)."""
+    clean = redact(text, limit=max(len(text), 300), paths=False)
     return text if clean == " ".join(text.split()) else clean
 
 
@@ -140,14 +141,15 @@ def _with_notices(content: str | list[Any], notices: list[str]) -> str | list[An
 
 
 def untouched(call: Call) -> bool:
-    """Whether the layer did nothing visible to the call: its first attempt answered,
-    nothing was repaired, reused, cached, substituted or noted."""
+    """Whether the layer did nothing visible to the call: its first attempt answered at
+    once (no wait for a slot), nothing was repaired, reused, cached, substituted or noted."""
     record = call.record
     return (
         record.attempts <= 1
         and record.served_by == "tool"
         and not record.repairs
         and not record.notices
+        and not record.queued_ms
     )
 
 

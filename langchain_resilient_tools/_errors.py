@@ -17,7 +17,8 @@ exception, to an envelope::
     ├── DuplicateCall                 a repeat that must not run again
     ├── OutcomeStillUnknown           a re-run of a write whose first run is unconfirmed
     ├── LowQualityResult              a successful call whose result is useless
-    └── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
+    ├── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
+    └── SessionUnavailable            a session-bound tool's event loop cannot run a sync call
 
 `UsageError` is developer-facing: a wrong configuration raises it at construction time
 and it never reaches the model. So is an exception marked `for_author` (a wiring bug of
@@ -44,6 +45,7 @@ class ToolErrorType(str, enum.Enum):
     TIMEOUT = "timeout"
     UNKNOWN_OUTCOME = "unknown_outcome"
     TRANSIENT_FAILURE = "transient_failure"
+    RATE_LIMITED = "rate_limited"
     TOOL_ERROR = "tool_error"
     CIRCUIT_OPEN = "circuit_open"
     DUPLICATE_CALL = "duplicate_call"
@@ -169,3 +171,14 @@ class LowQualityResult(ResilienceSignal):
         self.reason = reason
         self.preview = preview
         self.value = value
+
+
+class SessionUnavailable(ResilienceSignal):
+    """A tool bound to a session on another event loop cannot be run from this sync call:
+    that loop is closed or not running (``reason="closed"``), or it is blocked, usually
+    by this very call made from a coroutine on it (``reason="blocked"``). The tool was
+    not called."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"session loop {reason}")
+        self.reason = reason

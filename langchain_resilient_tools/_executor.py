@@ -24,6 +24,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from functools import partial
 from typing import Any, TypeVar
 
+from . import _exit
 from ._errors import AttemptTimeout, ThreadsExhausted
 from ._inbox import Inbox, inbox_for
 from ._job import Job
@@ -266,6 +267,7 @@ _running: set[asyncio.Task[None]] = set()
 def _keep(task: asyncio.Task[None]) -> None:
     _running.add(task)
     task.add_done_callback(_running.discard)
+    _exit.abandon(task)  # not waited for when its loop shuts down (asyncio.run)
 
 
 _default_runner: TimedRunner | None = None

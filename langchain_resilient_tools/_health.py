@@ -12,6 +12,7 @@ from __future__ import annotations
 from ._call import Call
 from ._classify import is_transient
 from ._errors import AttemptTimeout, CircuitOpen, ThreadsExhausted, ToolRaised
+from ._ratelimit import is_rate_limited
 
 
 def is_service_failure(exc: BaseException, call: Call) -> bool:
@@ -36,4 +37,6 @@ def surely_not_executed(exc: BaseException) -> bool:
     """Whether the tool certainly did not run (so even a write may be answered otherwise)."""
     if isinstance(exc, (CircuitOpen, ThreadsExhausted)):
         return True
+    if isinstance(exc, ToolRaised) and is_rate_limited(exc.original):
+        return True  # refused by the service before it acted (HTTP 429)
     return isinstance(exc, AttemptTimeout) and not exc.started

@@ -36,6 +36,13 @@ TRANSIENT_HINT = (
     "Try again in a little while; if it keeps failing, tell the user the service is unavailable."
 )
 
+RATE_LIMITED = (
+    "{tool} was refused by its service because too many requests were made (rate limit); "
+    "the request was not carried out."
+)
+RATE_LIMITED_HINT = "Wait at least {s:g} s before calling {tool} again, or do something else first."
+RATE_LIMITED_HINT_NO_WAIT = "Wait a little before calling {tool} again, or do something else first."
+
 TOOL_ERROR = "{tool} reported an error: {text}"
 TOOL_ERROR_OPAQUE = "{tool} failed with an unexpected error ({kind})."
 TOOL_ERROR_HINT = (
@@ -139,6 +146,16 @@ LOW_QUALITY_HINT = "Try a different or broader query, or another tool."
 
 STATE_UNAVAILABLE = "shared state store unavailable"
 """The ``kind`` of `TRANSIENT` when `ToolPolicy.on_backend_error` fails a call closed."""
+SESSION_BLOCKED = (
+    "{tool} belongs to a session on an event loop that is busy or blocked (it was called "
+    "from sync code running on that loop), so it was not called."
+)
+SESSION_CLOSED = "{tool} belongs to a session whose event loop is closed, so it was not called."
+SESSION_HINT = (
+    "Do not retry this call now; tell the user the tool is unavailable. (Developer: call "
+    "the agent with ainvoke on the session's loop, or from sync code on another thread.)"
+)
+
 INTERNAL = "Handling this call to {tool} failed inside the resilience layer."
 INTERNAL_HINT = "Try the call again once; if it fails again, tell the user the tool is unavailable."
 

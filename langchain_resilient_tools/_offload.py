@@ -23,7 +23,7 @@ from langchain_core.tools import BaseTool
 from ._adapt import ToolStandIn, has_native_async, has_sync
 from ._call import Call
 from ._executor import TimedRunner
-from ._loop import run_sync
+from ._loop import home_loop, run_sync
 
 
 class OffloadedTool(ToolStandIn):
@@ -66,6 +66,7 @@ class BridgedTool(ToolStandIn):
         return run_sync(
             lambda: self._tool.ainvoke(input, config, **kwargs),
             self._call.resolved.policy.timeout,
+            home=home_loop(self._call.tool),
         )
 
 

@@ -32,6 +32,7 @@ from ._stages.cache import CacheStage
 from ._stages.checks import ChecksStage
 from ._stages.dedup import DedupStage
 from ._stages.fallback import FallbackStage
+from ._stages.limit import LimitStage
 from ._stages.repair import RepairStage
 from ._stages.retry import RetryStage
 from ._stages.validate import ValidateStage
@@ -55,6 +56,7 @@ STAGES: tuple[type[Stage], ...] = (
     RetryStage,  # idempotency-aware retry with backoff
     BreakerStage,  # per-tool circuit breaker: every attempt counted, open = final
     ChecksStage,  # result checks: a useless success raises LowQualityResult
+    LimitStage,  # client-side limits: a slot (max_concurrency) and a rate-limit token
     AttemptStage,  # one attempt with a deadline; runs the tool
 )
 """The stage order, outermost first. This is the only place it is written."""
@@ -89,9 +91,10 @@ def _raised(exc: Exception) -> Exception:
     return ToolRaised(exc)
 
 
-def _returned(value: Any) -> Any:
-    """The tool's answer; one that reports an error (e.g. MCP ``isError``) fails the call."""
-    reported = error_result(value)
+def _returned(value: Any, call: Call) -> Any:
+    """The tool's answer; one that reports an error (e.g. MCP ``isError``, or a text
+    that reads as an error report) fails the call."""
+    reported = error_result(value, detect_text=call.resolved.policy.detect_error_text)
     if reported is not None:
         raise ToolRaised(reported)
     return value
@@ -106,7 +109,7 @@ def _terminal(call: Call) -> Any:
         if raised is exc:
             raise
         raise raised from exc
-    return _returned(value)
+    return _returned(value, call)
 
 
 async def _aterminal(call: Call) -> Any:
@@ -118,7 +121,7 @@ async def _aterminal(call: Call) -> Any:
         if raised is exc:
             raise
         raise raised from exc
-    return _returned(value)
+    return _returned(value, call)
 
 
 def _only_before(stage: BeforeStage) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
+from langchain_core.rate_limiters import BaseRateLimiter
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._errors import UsageError
@@ -85,6 +86,10 @@ class RetryPolicy(_Frozen):
     transient failures: timeouts, connection and OS errors, HTTP 429/5xx, and exceptions
     that carry ``retryable = True``. `ValueError`, `ToolException` and validation errors
     are never retried by default."""
+    retry_refused_writes: bool = True
+    """Retry a call that is not safe to repeat when its service refused it with a rate
+    limit (HTTP 429, or an exception with a retry hint): the service did not act on it,
+    so it is not an ``unknown_outcome``. `False`: such calls are never retried."""
     budget_ratio: float | None = Field(default=0.5, ge=0)
     """Retry budget, shared by all calls of one tool: within `budget_window` seconds at
     most ``budget_min + budget_ratio * calls`` retries are made, so a failing service
@@ -218,6 +223,10 @@ class ToolPolicy(_Frozen):
     """Stub data, or a callable ``(tool_name, args) -> data``, used when every attempt failed."""
     max_result_chars: int | None = Field(default=None, gt=0)
     """Cap on the characters of a result sent back to the model, or `None`."""
+    detect_error_text: bool = True
+    """Treat an answer whose whole text reads as an error report (``Error: ...``,
+    ``Database error: ...``: how the MCP reference servers answer some failures, without
+    ``isError``) as a ``tool_error``. `False`: every returned text is a success."""
     expose_error_details: bool = False
     """Development aid: include the (redacted) exception text of unexpected errors."""
     attach_record: bool = False
@@ -242,10 +251,20 @@ class ToolPolicy(_Frozen):
     envelope answers when none applies."""
     adaptive_timeout: AdaptiveTimeout | None = None
     """Derive the attempt timeout from this tool's latency history, starting from `timeout`."""
-    deadline_s: float | None = Field(default=None, gt=0)
+    deadline_s: float | Literal["auto"] | None = "auto"
     """Seconds the whole call (every attempt and wait) may take; caps each attempt's
-    timeout and each backoff wait. A run-wide deadline can also be passed as an absolute
-    `clock` time in ``config["configurable"]["lrt_deadline"]``; the earlier one wins."""
+    timeout and each backoff wait. ``"auto"`` (the default) is ``2 * timeout + 1`` s
+    (61 s with the default `timeout`), so a user who sets only `timeout` gets an answer
+    within that; with ``timeout=None`` it is unbounded. `None` turns it off. A run-wide
+    deadline can also be passed as an absolute `clock` time in
+    ``config["configurable"]["lrt_deadline"]``; the earlier one wins."""
+    max_concurrency: int | None = Field(default=None, ge=1)
+    """At most this many attempts of this tool run at once (per adapter); the others
+    wait for a slot, and the wait counts against the call's deadline (`None`: no limit)."""
+    rate_limit: float | BaseRateLimiter | None = None
+    """At most this many attempts per second (langchain-core's `InMemoryRateLimiter`,
+    no bursts), or a `BaseRateLimiter` of your own (share one between tools to limit
+    them together). The wait counts against the call's deadline (`None`: no limit)."""
     isolate: bool = False
     """Run each attempt of this sync tool in a worker process that is killed at the
     timeout. The tool must be picklable (a `StructuredTool` over a module-level function),
@@ -283,6 +302,27 @@ class ToolPolicy(_Frozen):
                 seen[alias] = canonical
             out[canonical] = tuple(names)
         return out
+
+    @field_validator("deadline_s")
+    @classmethod
+    def _check_deadline(cls, v: float | str | None) -> float | str | None:
+        if isinstance(v, (int, float)) and v <= 0:
+            raise UsageError('deadline_s must be > 0, "auto" or None')
+        return v
+
+    @property
+    def call_deadline_s(self) -> float | None:
+        """The call's budget in seconds that `deadline_s` stands for (`None`: unbounded)."""
+        if self.deadline_s != "auto":
+            return self.deadline_s  # type: ignore[return-value]
+        return None if self.timeout is None else 2 * self.timeout + 1
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _check_rate_limit(cls, v: Any) -> Any:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
+            raise UsageError("rate_limit must be > 0 calls per second, a BaseRateLimiter or None")
+        return v
 
     @field_validator("fallback_order")
     @classmethod

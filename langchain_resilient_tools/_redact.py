@@ -10,6 +10,7 @@ briefly and safely; ``looks_secret_key`` tells whether a field name denotes a se
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 __all__ = ["looks_secret_key", "mask_value", "redact"]
 
@@ -159,7 +160,7 @@ def _rewrite(s: str, low: str, words: tuple[str, ...], pairs: bool) -> str:
     return "".join([*out, s[pos:]])
 
 
-def _one_pass(s: str) -> str:
+def _one_pass(s: str, paths: bool = True) -> str:
     # Each step is guarded by a cheap substring test: most messages skip most regexes.
     if not s.isprintable():
         s = _CTRL.sub(" ", _ANSI.sub("", s))
@@ -181,9 +182,9 @@ def _one_pass(s: str) -> str:
         s = _rewrite(s, low, ("bearer", "basic", "token"), False)
     if _PROVIDER_HINT.search(s):
         s = _PROVIDER.sub(_MASK, s)
-    if "/" in s:
+    if paths and "/" in s:
         s = _POSIX_PATH.sub("<path>", _FILE_URL.sub("<path>", s) if "file:" in s else s)
-    if "\\" in s or s.count(":/") > s.count("://"):
+    if paths and ("\\" in s or s.count(":/") > s.count("://")):
         s = _WIN_PATH.sub("<path>", s)
     if len(s) >= 32:
         s = _TOKEN.sub(_token_sub, s)
@@ -192,26 +193,66 @@ def _one_pass(s: str) -> str:
     return " ".join(s.split())
 
 
-def redact(text: str, *, limit: int = 300) -> str:
+def _fixed(s: str, paths: bool) -> str:
+    for _ in range(4):  # run to a fixed point: this is what makes redact idempotent
+        out = _one_pass(s, paths)
+        if out == s:
+            break
+        s = out
+    return s
+
+
+def _cut(s: str, limit: int) -> str:
+    """Cut already-redacted text to `limit`, never inside a "***" mask."""
+    return s[: max(limit - 1, 0)].rstrip().rstrip("*").rstrip() + _ELL
+
+
+def redact(text: str, *, limit: int = 300, keep: Sequence[str] = (), paths: bool = True) -> str:
     """Mask secrets, strip tracebacks and file paths, collapse whitespace, cut to `limit` chars
-    (with a trailing '…' when cut)."""
+    (with a trailing '…' when cut).
+
+    `keep`: texts that stay as they are wherever they occur (the values a model sent in
+    its call: echoing them back tells it nothing new), unless one holds a secret.
+    `paths=False` keeps file paths (text written for the model, such as an MCP
+    ``isError`` result, is scrubbed of secrets only).
+    """
     try:
         s = text if isinstance(text, str) else str(text)
         if len(s) > _MAX_INPUT:
             s = s[:_MAX_INPUT] + _ELL
+        kept = _echoable(keep, paths) if keep else []
+        if kept:
+            return _redact_keeping(s, kept, limit, paths)
         for _ in range(4):
-            for _ in range(4):  # run to a fixed point: this is what makes redact idempotent
-                out = _one_pass(s)
-                if out == s:
-                    break
-                s = out
+            s = _fixed(s, paths)
             if len(s) <= limit:
                 return s
-            # Cut the already-redacted text, and never inside a "***" mask.
-            s = s[: max(limit - 1, 0)].rstrip().rstrip("*").rstrip() + _ELL
+            s = _cut(s, limit)
         return s[: max(limit, 0)]
     except Exception:
         return "[unprintable message]"[: limit if isinstance(limit, int) and limit > 0 else 0]
+
+
+def _echoable(values: Sequence[str], paths: bool) -> list[str]:
+    """The values worth shielding: long enough to mean something, free of secrets."""
+    out = []
+    for v in values:
+        flat = " ".join(v.split()) if isinstance(v, str) else ""
+        if not 3 <= len(flat) <= 1000 or "\u27e6" in flat or _fixed(flat, False) != flat:
+            continue  # too short to mean anything, or it holds a secret
+        if flat != _fixed(flat, paths):  # only what redaction would change
+            out.append(flat)
+    return sorted(set(out), key=len, reverse=True)
+
+
+def _redact_keeping(s: str, kept: list[str], limit: int, paths: bool) -> str:
+    s = " ".join(s.split())
+    for i, v in enumerate(kept):
+        s = s.replace(v, f"\u27e6{i}\u27e7")
+    s = _fixed(s, paths)
+    for i, v in enumerate(kept):
+        s = s.replace(f"\u27e6{i}\u27e7", v)
+    return s if len(s) <= limit else _cut(s, limit)
 
 
 def _render(value: object, depth: int, budget: int) -> str:

@@ -30,7 +30,7 @@ from ._errors import UsageError
 from ._executor import TimedRunner
 from ._idempotency import INJECTED_ARG, execution_args, keyed_config, use_key
 from ._isolate import check_picklable
-from ._loop import run_sync
+from ._loop import home_loop, run_sync
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy
 from ._stats import StatsSnapshot
@@ -168,6 +168,7 @@ class ResilientTool(BaseTool):
             run = lambda c: run_sync(  # noqa: E731
                 lambda: tool.ainvoke(tool_input(c), keyed_config(c, config)),
                 c.resolved.policy.timeout,
+                home=home_loop(self.inner),
             )
         arun: Callable[[Call], Awaitable[Any]] = lambda c: tool.ainvoke(  # noqa: E731
             tool_input(c), keyed_config(c, config)

@@ -108,7 +108,10 @@ CASES: dict[str, tuple[Any, Any]] = {
 def test_check_fires_with_each_action(harness: Harness, case: str, action: str) -> None:
     check, fn = CASES[case]
     policy = ToolPolicy(
-        result_checks=[check], on_low_quality=action, retry=RetryPolicy(max_attempts=3)
+        result_checks=[check],
+        on_low_quality=action,
+        retry=RetryPolicy(max_attempts=3),
+        detect_error_text=case != "error_prefix",  # else "Error: ..." is a tool_error
     )
     result = harness.run(
         [counted("search_web", fn)],

@@ -8,8 +8,9 @@ from typing import Any
 
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
 from langchain_resilient_tools.testing import tool_call
+from tests.clock import FakeClock
 from tests.conftest import Harness
-from tests.tools import CALLS, failing_tool, hung_sync_tool
+from tests.tools import CALLS, counted, failing_tool, hung_sync_tool
 
 
 def test_deadline_caps_the_attempt_timeout(harness: Harness) -> None:
@@ -62,3 +63,48 @@ def test_passed_deadline_does_not_run_the_tool(harness: Harness) -> None:
     data = json.loads(result["c1"].content)
     assert data["error"] == "timeout" and data["attempts"] == 0
     assert CALLS["search_docs"] == 0
+
+
+# -- the default deadline: 2 * timeout + 1 s --------------------------------------------
+
+
+def slow_failing_tool(clock: FakeClock, seconds: float) -> Any:
+    """A read that takes `seconds` (on the fake clock) and then fails transiently."""
+
+    def search_docs(query: str) -> str:
+        clock.advance(seconds)
+        raise TimeoutError("upstream read timed out")
+
+    return counted("search_docs", search_docs)
+
+
+def test_default_deadline_is_twice_the_timeout_plus_one() -> None:
+    assert ToolPolicy().call_deadline_s == 61.0
+    assert ToolPolicy(timeout=1).call_deadline_s == 3.0
+    assert ToolPolicy(timeout=None).call_deadline_s is None
+    assert ToolPolicy(timeout=1, deadline_s=None).call_deadline_s is None
+    assert ToolPolicy(timeout=1, deadline_s=10).call_deadline_s == 10
+
+
+def test_only_timeout_set_answers_within_twice_the_timeout_plus_one(harness: Harness) -> None:
+    clock = FakeClock()
+    policy = ToolPolicy(timeout=10, clock=clock)  # retry and deadline left at their defaults
+    result = harness.run(
+        [slow_failing_tool(clock, 10.5)],
+        [tool_call("search_docs", {"query": "q"}, id="c1")],
+        policy=policy,
+    )
+    data = json.loads(result["c1"].content)
+    assert data["error"] == "transient_failure"
+    assert data["attempts"] == 2  # a third attempt would start after the 21 s deadline
+    assert data["waited_s"] == 21.0  # the envelope says how long the call took
+    assert CALLS["search_docs"] == 2
+
+
+def test_timeout_envelope_says_how_long_it_waited(harness: Harness) -> None:
+    tool = hung_sync_tool("search_docs", harness.hang_event())
+    policy = ToolPolicy(timeout=0.05, retry=RetryPolicy(max_attempts=2))
+    result = harness.run([tool], [tool_call("search_docs", {"query": "q"}, id="c1")], policy=policy)
+    data = json.loads(result["c1"].content)
+    assert data["error"] == "timeout" and data["attempts"] == 2
+    assert data["waited_s"] >= 0.1

@@ -29,6 +29,7 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.mcp_session import BackgroundSession
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 SECRETS = ("hunter2", "sk-live-abcdef1234567890abcdef")
@@ -147,8 +148,18 @@ def test_transport_failure_is_a_retryable_infrastructure_error(harness: Harness)
 
 
 async def test_stdio_session_through_every_adapter(harness: Harness) -> None:
-    if harness.mode == "sync":
-        pytest.skip("a live stdio session belongs to the test's event loop")
+    if harness.mode == "sync":  # sync code, the session's loop running on another thread
+        held = await asyncio.to_thread(BackgroundSession, stdio_client(), "t")
+        try:
+            ai = AIMessage("", tool_calls=CALLS)
+            graph = harness.build(held.tools, policies=POLICIES, ai=ai)
+            payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
+            state = await asyncio.to_thread(graph.invoke, payload)
+        finally:
+            await asyncio.to_thread(held.close)
+        answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+        check_answers(answers)
+        return
     async with stdio_client().session("t") as session:
         tools = await load_mcp_tools(session)
         ai = AIMessage("", tool_calls=CALLS)
@@ -179,3 +190,21 @@ def test_sync_timeout_holds_for_async_only_tools(http_tools: list[BaseTool]) -> 
     data = json.loads(tool.invoke({"query": "x"}))
     assert data["error"] == "timeout"
     assert time.monotonic() - start < 1.5
+
+
+def test_session_tool_called_sync_on_its_own_loop_says_why() -> None:
+    held = BackgroundSession(stdio_client(), "t")
+    try:
+        weather = ResilientTool.wrap(next(t for t in held.tools if t.name == "get_weather"))
+
+        async def blocking_call() -> Any:
+            return weather.invoke(CALLS[0])  # sync code on the session's own loop
+
+        message = held.run(blocking_call)
+        data = envelope(message)
+        assert data["error"] == "internal_error"  # not a misleading timeout
+        assert "blocked" in data["message"] and "ainvoke" in data["suggestion"]
+        ok = held.run(lambda: weather.ainvoke(CALLS[0]))  # the async call works
+        assert ok.status == "success"
+    finally:
+        held.close()

@@ -28,6 +28,6 @@ def test_every_name_imports() -> None:
 def test_error_types_match_the_design() -> None:
     assert {t.value for t in lrt.ToolErrorType} == {
         "invalid_arguments", "malformed_call", "unknown_tool", "timeout", "unknown_outcome",
-        "transient_failure", "tool_error", "circuit_open", "duplicate_call",
+        "transient_failure", "rate_limited", "tool_error", "circuit_open", "duplicate_call",
         "low_quality_result", "internal_error",
     }  # fmt: skip

@@ -3,7 +3,9 @@ reach the model, while the human-readable part of a message survives."""
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 import pytest
 from hypothesis import assume, given, settings
@@ -431,3 +433,63 @@ def test_secret_key_names(name: str) -> None:
 )
 def test_ordinary_key_names(name: str) -> None:
     assert not looks_secret_key(name)
+
+
+# -- what the model sent may come back; what the tool wrote for the model passes -------
+
+
+def test_kept_values_survive_and_other_paths_do_not() -> None:
+    text = "path '/srv/x/y' is outside '/home/app/repo' (password=hunter2)"
+    out = redact(text, keep=["/srv/x/y"])
+    assert "/srv/x/y" in out and "/home/app/repo" not in out and "hunter2" not in out
+    assert redact(text, keep=["password=hunter2"]).count("hunter2") == 0  # a secret is never kept
+    assert "/home/app/repo" in redact(text, paths=False)
+    assert "hunter2" not in redact(text, paths=False)
+
+
+def test_errors_echo_the_models_arguments_through_every_adapter(harness: Any) -> None:
+    from langchain_core.tools import ToolException
+
+    from langchain_resilient_tools import ToolPolicy
+    from langchain_resilient_tools.testing import tool_call
+    from tests.tools import counted
+
+    def read_file(path: str, token: str) -> str:
+        raise ToolException(f"{path} is not under /var/lib/app/data (token {token} ok)")
+
+    def get_log(name: str) -> str:
+        raise RuntimeError(f"cannot open /var/lib/app/logs/{name}")
+
+    result = harness.run(
+        [counted("read_file", read_file), counted("get_log", get_log)],
+        [
+            tool_call("read_file", {"path": "/etc/shadow", "token": "s3cr3t-T0ken"}, id="c1"),
+            tool_call("get_log", {"name": "app.log"}, id="c2"),
+        ],
+        policy=ToolPolicy(expose_error_details=False),
+    )
+    message = json.loads(result["c1"].content)["message"]
+    assert "/etc/shadow" in message  # which argument was wrong
+    assert "/var/lib/app/data" not in message and "s3cr3t-T0ken" not in message
+    opaque = json.loads(result["c2"].content)["message"]
+    assert "/var/lib" not in opaque and "RuntimeError" in opaque
+
+
+def test_expose_error_details_shows_text_not_paths_or_secrets(harness: Any) -> None:
+    from langchain_resilient_tools import ToolPolicy
+    from langchain_resilient_tools.testing import tool_call
+    from tests.tools import counted
+
+    def get_log(name: str) -> str:
+        raise RuntimeError(
+            f"cannot open /var/lib/app/logs/{name} (api_key=sk-live-1234567890abcdefXYZ)"
+        )
+
+    result = harness.run(
+        [counted("get_log", get_log)],
+        [tool_call("get_log", {"name": "app.log"}, id="c1")],
+        policy=ToolPolicy(expose_error_details=True),
+    )
+    message = json.loads(result["c1"].content)["message"]
+    assert "cannot open" in message  # the text of an unexpected error, redacted
+    assert "/var/lib" not in message and "sk-live" not in message

@@ -1,6 +1,8 @@
 """Idempotency-aware retry with exponential backoff and jitter, on tenacity.
 
-Only calls that are safe to repeat are retried (`Call.idempotent`). What is worth a
+Only calls that are safe to repeat are retried (`Call.idempotent`), and calls that
+their service refused with a rate limit (HTTP 429: not carried out), after at least the
+wait the service asked for. What is worth a
 retry is decided by `should_retry`; the waits go through the testing-aware sleeps, so
 the async driver never blocks the loop and testing mode makes them instant.
 
@@ -34,11 +36,18 @@ from .._errors import AttemptTimeout, LowQualityResult, ToolRaised
 from .._health import retry_wants
 from .._pertool import PerTool
 from .._policy import RetryPolicy
+from .._ratelimit import is_rate_limited, retry_after
 from . import AsyncNext, Env, Next, Stage
 
 
 def should_retry(call: Call, exc: BaseException) -> bool:
-    """Whether another attempt of `call` is worth making after `exc`."""
+    """Whether another attempt of `call` is worth making after `exc`.
+
+    A call that is not safe to repeat is retried only when its service refused it with
+    a rate limit (it was not carried out) and `RetryPolicy.retry_refused_writes` is on.
+    """
+    if not call.idempotent:
+        return call.resolved.policy.retry.retry_refused_writes and _refused(exc) is not None
     if isinstance(exc, AttemptTimeout):
         return True
     if isinstance(exc, LowQualityResult):
@@ -60,14 +69,40 @@ def backoff(policy: RetryPolicy) -> wait_base:
     return wait
 
 
+def _refused(exc: BaseException | None) -> float | None:
+    """For a rate-limit refusal, the wait it asks for (0 without a hint); else `None`."""
+    if isinstance(exc, ToolRaised) and is_rate_limited(exc.original):
+        return retry_after(exc.original) or 0.0
+    return None
+
+
+def _hint(state: RetryCallState) -> float:
+    """The wait the last failure of `state` asked for (a rate limit's retry hint), or 0."""
+    outcome = state.outcome
+    exc = outcome.exception() if outcome is not None and outcome.failed else None
+    return _refused(exc) or 0.0
+
+
+def _hint_too_long(call: Call, state: RetryCallState) -> bool:
+    """Whether the hinted wait does not fit before the deadline (or, without a deadline,
+    exceeds `RetryPolicy.max_delay`): then the call is answered at once."""
+    hint = _hint(state)
+    if not hint:
+        return False
+    left = _deadline.remaining(call)
+    return hint > call.resolved.policy.retry.max_delay if left is None else hint >= left
+
+
 class _DeadlineWait(wait_base):
-    """A wait strategy capped to what is left of the call's deadline."""
+    """A wait strategy: at least a rate limit's hint, capped to what is left of the
+    call's deadline."""
 
     def __init__(self, inner: wait_base, call: Call) -> None:
         self.inner, self.call = inner, call
 
     def __call__(self, retry_state: RetryCallState) -> float:
-        return _deadline.cap_wait(self.call, self.inner(retry_state))
+        wait = max(self.inner(retry_state), _hint(retry_state))
+        return _deadline.cap_wait(self.call, wait)
 
 
 class _DeadlineStop(stop_base):
@@ -86,7 +121,8 @@ def _deadline_passed(call: Call) -> bool:
 
 
 def _retries(call: Call) -> bool:
-    return call.idempotent and call.resolved.policy.retry.max_attempts > 1
+    retry = call.resolved.policy.retry
+    return retry.max_attempts > 1 and (call.idempotent or retry.retry_refused_writes)
 
 
 class RetryStage(Stage):
@@ -128,6 +164,8 @@ class RetryStage(Stage):
             # Asked only after `retry` said yes; a retry that `stop` would refuse anyway
             # does not take from the budget.
             if state.attempt_number >= policy.max_attempts or _deadline_passed(call):
+                return False
+            if _hint_too_long(call, state):
                 return False
             return budget is None or budget.try_spend()
 

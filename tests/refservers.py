@@ -1,0 +1,64 @@
+"""The MCP reference servers from PyPI, each installed in a virtualenv of its own.
+
+They are separate programs, as ``uvx`` runs them: their pins never meet ours (today's
+mcp-server-git needs mcp 2.x, which langchain-mcp-adapters 0.3 does not speak as a
+client library; mcp-server-sqlite breaks on mcp 2.x). Each venv is made once under
+``.venv-mcp-servers/`` (``LRT_MCP_SERVERS_DIR`` moves it) with ``python -m venv`` and
+pip; a server that cannot be installed (no network, no registry) makes its tests skip
+with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(
+    os.environ.get("LRT_MCP_SERVERS_DIR", Path(__file__).parent.parent / ".venv-mcp-servers")
+)
+
+SERVERS: dict[str, tuple[str, ...]] = {
+    "mcp-server-git": ("mcp-server-git==2026.10.19",),
+    "mcp-server-time": ("mcp-server-time==2026.10.19",),
+    "mcp-server-sqlite": ("mcp-server-sqlite==2025.4.25", "mcp[cli]>=1.6,<2"),
+}
+"""Console script -> the pinned requirements of its own venv (versions that were tested)."""
+
+
+def _bin(env: Path, script: str) -> Path:
+    return env / ("Scripts" if sys.platform == "win32" else "bin") / script
+
+
+def install(script: str) -> Path:
+    """The path of `script`, installing its server in its own venv first if needed."""
+    env = ROOT / script
+    exe = _bin(env, script)
+    marker = env / ".lrt-installed"
+    wanted = "\n".join(SERVERS[script])
+    if exe.exists() and marker.exists() and marker.read_text() == wanted:
+        return exe
+    venv.create(env, with_pip=True, clear=True)
+    pip = [str(_bin(env, "python")), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    done = subprocess.run([*pip, *SERVERS[script]], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or not exe.exists():
+        raise RuntimeError(f"pip install {' '.join(SERVERS[script])} failed: {done.stderr[-500:]}")
+    marker.write_text(wanted)
+    return exe
+
+
+def server_or_skip(script: str) -> Path:
+    """`install`, or skip the test with the reason it could not be installed."""
+    try:
+        return install(script)
+    except Exception as exc:  # no network, no registry, no venv module ...
+        pytest.skip(f"the MCP reference server {script} could not be installed: {exc}")
+
+
+if __name__ == "__main__":  # pre-install: python -m tests.refservers
+    for name in SERVERS:
+        print(install(name))

@@ -1,0 +1,137 @@
+"""The MCP reference servers from PyPI (git, time, sqlite) over stdio, through every adapter.
+
+Each server runs from a virtualenv of its own (`tests/refservers.py`), as ``uvx`` would
+run it; its tools are loaded with langchain-mcp-adapters, as users load them. These
+tests skip, saying why, when the servers cannot be installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_mcp_adapters")
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_mcp_adapters.tools import load_mcp_tools
+
+from langchain_resilient_tools.testing import tool_call
+from tests.conftest import Harness
+from tests.mcp_session import BackgroundSession
+from tests.refservers import server_or_skip
+
+OUTSIDE = "/srv/not-the-repo/project"
+"""A repository path the model asks for that the git server does not allow."""
+
+
+def connections(repo: Path, db: Path) -> dict[str, Any]:
+    git, time_, sqlite = (
+        server_or_skip(s) for s in ("mcp-server-git", "mcp-server-time", "mcp-server-sqlite")
+    )
+    return {
+        "git": {"transport": "stdio", "command": str(git), "args": ["--repository", str(repo)]},
+        "time": {"transport": "stdio", "command": str(time_), "args": []},
+        "sqlite": {"transport": "stdio", "command": str(sqlite), "args": ["--db-path", str(db)]},
+    }
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    base = tmp_path_factory.mktemp("mcp-ref")
+    repo = base / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    yield connections(repo, base / "test.db")
+
+
+@pytest.fixture(scope="module")
+def ref_tools(servers: dict[str, Any]) -> list[BaseTool]:
+    return asyncio.run(MultiServerMCPClient(servers).get_tools())
+
+
+def answer(result: Any, call_id: str) -> dict[str, Any]:
+    """An error answer as ``{"error", "message"}``: the envelope's, or for an ``isError``
+    result, which the MCP tool answers itself (its own ``handle_tool_error``), the
+    server's own text (``error`` is then ``"tool_error"`` as stats and records count it)."""
+    message = result[call_id]
+    assert message.status == "error", message.content
+    content = message.content
+    if isinstance(content, str) and content.startswith("{"):
+        data: dict[str, Any] = json.loads(content)
+        return data
+    blocks = content if isinstance(content, list) else [content]
+    text = " ".join(b if isinstance(b, str) else str(b.get("text", "")) for b in blocks)
+    return {"error": "tool_error", "message": text}
+
+
+CALLS = [
+    tool_call("git_status", {"repo_path": OUTSIDE}, id="outside"),
+    tool_call("get_current_time", {"timezone": "Mars/Olympus_Mons"}, id="bad_zone"),
+    tool_call("read_query", {"query": "SELECT * FROM no_such_table"}, id="db_error"),
+    tool_call("read_query", {"query": "DELETE FROM t"}, id="refused"),
+    tool_call("read_query", {"query": "SELECT 'Error: only a value' AS note"}, id="mentions"),
+    tool_call("list_tables", {}, id="ok"),
+]
+
+
+def test_reference_server_errors_reach_the_model(
+    harness: Harness, ref_tools: list[BaseTool]
+) -> None:
+    result = harness.run(ref_tools, CALLS)
+    outside = answer(result, "outside")
+    assert outside["error"] == "tool_error"
+    assert OUTSIDE in outside["message"]  # the model sees which argument was wrong
+    assert "<path>" not in outside["message"]
+    zone = answer(result, "bad_zone")
+    assert zone["error"] == "tool_error" and "Mars/Olympus_Mons" in zone["message"]
+    db = answer(result, "db_error")  # a plain "Database error: ..." text, no isError
+    assert db["error"] == "tool_error" and "no such table: no_such_table" in db["message"]
+    refused = answer(result, "refused")  # a plain "Error: ..." text
+    assert refused["error"] == "tool_error" and "Only SELECT" in refused["message"]
+    assert result["mentions"].status == "success"  # a result that merely mentions an error
+    assert "Error: only a value" in str(result["mentions"].content)
+    assert result["ok"].status == "success"
+
+
+SESSION_CALLS = [
+    tool_call("git_status", {"repo_path": OUTSIDE}, id="outside"),
+    tool_call("git_status", {"repo_path": "REPO"}, id="log"),
+]
+
+
+async def test_session_bound_tools_sync_and_async(
+    harness: Harness, servers: dict[str, Any]
+) -> None:
+    repo = servers["git"]["args"][1]
+    calls = [{**c, "args": {**c["args"], "repo_path": c["args"]["repo_path"].replace("REPO", repo)}}
+             for c in SESSION_CALLS]  # fmt: skip
+    client = MultiServerMCPClient(servers)
+    if harness.mode == "sync":  # sync code; the session lives on a loop in another thread
+        held = await asyncio.to_thread(BackgroundSession, client, "git")
+        try:
+            graph = harness.build(held.tools, ai=AIMessage("", tool_calls=calls))
+            payload = payload_for(harness, calls)
+            state = await asyncio.to_thread(graph.invoke, payload)
+        finally:
+            await asyncio.to_thread(held.close)
+    else:
+        async with client.session("git") as session:
+            tools = await load_mcp_tools(session)
+            graph = harness.build(tools, ai=AIMessage("", tool_calls=calls))
+            state = await graph.ainvoke(payload_for(harness, calls))
+    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert OUTSIDE in answer(answers, "outside")["message"]
+    assert answers["log"].status == "success", answers["log"].content
+
+
+def payload_for(harness: Harness, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    ai = AIMessage("", tool_calls=calls)
+    return {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
