@@ -20,7 +20,7 @@ from . import _deadline
 from ._backend import as_backend
 from ._call import Call, CallRecord
 from ._classify import Failure, classify, error_result
-from ._errors import ResilienceSignal, ToolRaised
+from ._errors import ResilienceSignal, ToolErrorType, ToolRaised
 from ._executor import TimedRunner, default_runner
 from ._observe import Observer
 from ._policy import PolicyResolver
@@ -73,6 +73,20 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+
+_REFUSED_BY = {
+    ToolErrorType.INVALID_ARGUMENTS: "validation",
+    ToolErrorType.MALFORMED_CALL: "admission",
+    ToolErrorType.UNKNOWN_TOOL: "admission",
+    ToolErrorType.DUPLICATE_CALL: "dedup",
+    ToolErrorType.CIRCUIT_OPEN: "breaker",
+}
+
+
+def _refused_by(error: ToolErrorType | None) -> str:
+    """Who answered a failed call that never reached the tool (its ``served_by``)."""
+    return _REFUSED_BY.get(error, "pipeline") if error is not None else "pipeline"
 
 
 def _passes_through(exc: BaseException) -> bool:
@@ -257,14 +271,18 @@ class Pipeline:
         return self.observer.stats.snapshot()
 
     def _finish(self, outcome: Outcome, start: float) -> Outcome:
-        record = outcome.call.record
+        call = outcome.call
+        record = call.record
         record.duration_ms = (time.perf_counter() - start) * 1000
         if outcome.failure is None:
             record.outcome = "success"
         else:
             record.outcome = "error"
             record.error = outcome.failure.error
-        outcome.event = self.observer.observe(record)
+            if record.served_by == "tool" and record.attempts == 0:
+                record.served_by = _refused_by(record.error)  # the tool never ran
+        known = call.tool is not None or outcome.failure is None
+        outcome.event = self.observer.observe(record, known_tool=known)
         if self._on_outcome is not None:
             self._on_outcome(outcome)
         return outcome

@@ -160,6 +160,31 @@ def test_stats_of_a_scripted_workload(harness: Harness) -> None:
     assert slow["p50_ms"] == slow["max_ms"]
 
 
+def test_calls_the_tool_never_ran_are_not_served_by_it(harness: Harness) -> None:
+    tools = [ok_tool("get_weather"), ok_tool("create_note")]
+    calls = [
+        tool_call("get_weather", {"city": "Paris"}, id="c1"),
+        tool_call("get_weather", {"town": 3, "city": 4}, id="c2"),  # invalid arguments
+        tool_call("create_note", {"city": "x"}, id="c3"),
+        tool_call("create_note", {"city": "x"}, id="c4"),  # a blocked duplicate write
+        tool_call("made_up_tool_1", {}, id="c5"),
+        tool_call("made_up_tool_2", {}, id="c6"),
+    ]
+    result = harness.run(tools, calls)
+    assert json.loads(result["c2"].content)["error"] == "invalid_arguments"
+    assert sorted(result[c].status for c in ("c3", "c4")) == ["error", "success"]
+    rows = harness.stats()
+    assert rows["get_weather"]["served_by"] == {"tool": 1, "validation": 1}
+    assert rows["create_note"]["served_by"] == {"tool": 1, "dedup": 1}
+    assert not {"made_up_tool_1", "made_up_tool_2"} & set(rows)
+    if harness.adapter != "tool":  # a bare wrapper never sees an unknown tool: ToolNode does
+        unknown = rows["<unknown>"]
+        assert unknown["calls"] == 2 and unknown["served_by"] == {"admission": 2}
+        assert unknown["errors_by_type"] == {"unknown_tool": 2}
+        events = harness.adapters[-1].stats().events
+        assert {e.tool for e in events if e.error == "unknown_tool"} == {"<unknown>"}
+
+
 def test_stats_table_renders_the_workload(harness: Harness) -> None:
     workload(harness)
     adapter = harness.adapters[-1]
