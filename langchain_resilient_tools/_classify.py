@@ -138,6 +138,10 @@ def _validation_fields(exc: BaseException, call: Call) -> list[dict[str, Any]]:
     return from_pydantic(errors, schema, injected_keys(call.tool) | frozenset(call.injected))
 
 
+def _names(names: list[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
+
+
 def _invalid_args(name: str, call: Call, fields: list[dict[str, Any]]) -> tuple[str, str]:
     """The message and the suggestion (a valid call form) of an ``invalid_arguments``."""
     sentences = " ".join(str(f.get("message", "")) for f in fields[:3])
@@ -195,13 +199,13 @@ def classify(exc: BaseException, call: Call) -> Failure:
         )
     if isinstance(exc, InvalidArguments):
         message, hint = _invalid_args(name, call, exc.fields)
-        return Failure(
-            ToolErrorType.INVALID_ARGUMENTS,
-            exc.summary or message,
-            hint,
-            False,
-            {"fields": exc.fields},
-        )
+        message = exc.summary or message
+        details: dict[str, Any] = {"fields": exc.fields}
+        dropped = call.extras.get("dropped")
+        if dropped:  # the model should know these were not used either
+            message = f"{message} {m.DROPPED_ARGS.format(names=_names(dropped))}"
+            details["dropped"] = list(dropped)
+        return Failure(ToolErrorType.INVALID_ARGUMENTS, message, hint, False, details)
     if isinstance(exc, CircuitOpen):
         return Failure(
             ToolErrorType.CIRCUIT_OPEN,

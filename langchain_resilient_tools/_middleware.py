@@ -29,9 +29,10 @@ from ._idempotency import keyed_request
 from ._offload import bridged, offloaded
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy
-from ._repair import repair_call
+from ._repair import Repaired, repair_call
 from ._rollback import annotate, pop_ledger, rollback_update
 from ._state import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
+from ._stages.repair import note_dropped
 from ._stats import StatsSnapshot
 from ._validate import tool_schema
 
@@ -76,7 +77,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             PolicyResolver(policy, policies, patterns), runner=runner, store=store
         )  # store: shared breaker/dedup/caches across workers (`_backend`)
         self._agent_tools: dict[str, BaseTool] = {}
-        self._carried: dict[str, list[str]] = {}
+        self._carried: dict[str, Repaired] = {}
         """Repairs made to invalid calls in `after_model`, by call id, until they run."""
 
     def stats(self) -> StatsSnapshot:
@@ -120,8 +121,9 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             store=getattr(runtime, "store", None),
         )
         carried = self._carried.pop(call.id, None)  # repaired in `after_model`
-        if carried:
-            call.record.repairs.extend(carried)
+        if carried is not None:
+            call.record.repairs.extend(carried.repairs)
+            note_dropped(call, carried.dropped)
         return call
 
     @staticmethod
@@ -233,7 +235,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             return None
         if len(self._carried) > 1024:
             self._carried.clear()
-        self._carried[bad["id"] or ""] = list(result.repairs)
+        self._carried[bad["id"] or ""] = result
         return ToolCall(name=name, args=result.args, id=bad["id"], type="tool_call")
 
     async def aafter_model(
