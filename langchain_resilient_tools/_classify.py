@@ -8,6 +8,7 @@ decides, for the default retry policy, which tool exceptions are worth another a
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,10 +38,14 @@ from ._idempotency import scrub
 from ._redact import redact
 from ._validate import from_pydantic
 
-try:  # langgraph >= 1.1 wraps argument errors it raises itself
-    from langgraph.prebuilt.tool_node import ToolInvocationError
-except ImportError:  # pragma: no cover
-    ToolInvocationError = None  # type: ignore[assignment,misc]
+
+def _tool_invocation_error() -> type[BaseException] | None:
+    """LangGraph's ``ToolInvocationError`` (langgraph >= 1.1 wraps the argument errors it
+    raises itself), if `langgraph.prebuilt` is loaded: when it is not, no such error can
+    exist, and a user of the wrapper alone does not pay for importing it."""
+    module = sys.modules.get("langgraph.prebuilt.tool_node")
+    found = getattr(module, "ToolInvocationError", None)
+    return found if isinstance(found, type) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +131,12 @@ def error_result(value: Any) -> ToolException | None:
 def _validation_fields(exc: BaseException, call: Call) -> list[dict[str, Any]]:
     """``fields`` for a validation error the tool (or ToolNode) raised itself."""
     errors: list[Any] = []
-    if ToolInvocationError is not None and isinstance(exc, ToolInvocationError):
-        errors = list(exc.filtered_errors or ())
-        if not errors and isinstance(exc.source, ValidationError):
-            errors = exc.source.errors()
+    invocation_error = _tool_invocation_error()
+    if invocation_error is not None and isinstance(exc, invocation_error):
+        errors = list(getattr(exc, "filtered_errors", None) or ())
+        source = getattr(exc, "source", None)
+        if not errors and isinstance(source, ValidationError):
+            errors = source.errors()
     elif isinstance(exc, ValidationError):
         errors = exc.errors()
     if not errors:

@@ -26,13 +26,14 @@ from ._deadline import deadline_of
 from ._envelope import failure_message, success_message
 from ._executor import TimedRunner
 from ._idempotency import keyed_request
+from ._isolate import check_isolated
 from ._offload import bridged, offloaded
 from ._pipeline import Outcome, Pipeline
-from ._policy import PolicyResolver, ToolPolicy
+from ._policy import PolicyResolver, ToolPolicy, check_policy_names
 from ._repair import Repaired, repair_call
 from ._rollback import annotate, pop_ledger, rollback_update
-from ._state import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
 from ._stages.repair import note_dropped
+from ._state import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
 from ._stats import StatsSnapshot
 from ._validate import tool_schema
 
@@ -77,6 +78,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             PolicyResolver(policy, policies, patterns), runner=runner, store=store
         )  # store: shared breaker/dedup/caches across workers (`_backend`)
         self._agent_tools: dict[str, BaseTool] = {}
+        self._names_checked = False
         self._carried: dict[str, Repaired] = {}
         """Repairs made to invalid calls in `after_model`, by call id, until they run."""
 
@@ -87,7 +89,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     def _remember_tools(self, request: ModelRequest[Any]) -> None:
         # The agent's tools are only visible on model requests; invalid calls need them.
         if len(self._agent_tools) != len(request.tools):
-            self._agent_tools = {t.name: t for t in request.tools if isinstance(t, BaseTool)}
+            tools = {t.name: t for t in request.tools if isinstance(t, BaseTool)}
+            # The middleware first sees the agent's tools here: isolate=True on a tool
+            # that cannot be pickled raises before the first tool call.
+            check_isolated(self.pipeline.resolver, tools.values())
+            self._agent_tools = tools
 
     def wrap_model_call(
         self,
@@ -109,6 +115,10 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         tc = request.tool_call
         runtime = request.runtime
         tools = getattr(runtime, "tools", None) or []
+        if not self._names_checked and tools:
+            # Every tool of the agent is known here (a model request may see fewer).
+            check_policy_names(self.pipeline.resolver, [t.name for t in tools])
+            self._names_checked = True
         call = self.pipeline.new_call(
             call_id=tc["id"] or "",
             name=tc["name"],

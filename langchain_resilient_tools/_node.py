@@ -46,7 +46,7 @@ from ._idempotency import keyed_request
 from ._isolate import check_isolated
 from ._offload import bridged, offloaded
 from ._pipeline import Outcome, Pipeline
-from ._policy import PolicyResolver, ToolPolicy
+from ._policy import PolicyResolver, ToolPolicy, check_policy_names
 from ._rollback import annotate, finish_node_step
 from ._state import ERRORS_KEY, LEDGER_KEY
 from ._stats import StatsSnapshot
@@ -133,6 +133,7 @@ class ResilientToolNode(ToolNode):
         )  # store: shared breaker/dedup/caches across workers (`_backend`)
         self._tool_names = tuple(self.tools_by_name)
         self._tool_list = list(self.tools_by_name.values())
+        check_policy_names(self.pipeline.resolver, self._tool_names)
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
 
     def __repr__(self) -> str:
