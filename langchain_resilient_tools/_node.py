@@ -48,7 +48,7 @@ from ._offload import bridged, offloaded
 from ._pipeline import Outcome, Pipeline
 from ._policy import PolicyResolver, ToolPolicy, check_policy_names
 from ._rollback import annotate, finish_node_step
-from ._state import ERRORS_KEY, LEDGER_KEY
+from ._state import ERRORS_KEY, LEDGER_KEY, DroppedRecordsWarning
 from ._stats import StatsSnapshot
 from ._steploop import run_step, step_loop
 
@@ -116,6 +116,7 @@ class ResilientToolNode(ToolNode):
         self._handle = handle_tool_errors
         self._errors_key = errors_key
         self._rollbacks: dict[str, int] = {}  # per thread, when the state has no ledger
+        self._errors_dropped = DroppedRecordsWarning()  # said once, when state has no key
         # A sync-only user wrapper keeps ToolNode's meaning on the async path (it is
         # called with a sync executor), so the pipeline then enters through ours too.
         use_async = awrap_tool_call is not None or wrap_tool_call is None
@@ -355,7 +356,10 @@ class ResilientToolNode(ToolNode):
 
     def _with_errors(self, output: Any, input: Any) -> Any:
         key = self._errors_key
-        if not key or not isinstance(input, dict) or key not in input:
+        if not key or not isinstance(input, dict):
+            return output
+        missing = key not in input  # e.g. create_react_agent's default state
+        if missing and self._errors_dropped.warned:
             return output
         messages: list[Any] = []
         if isinstance(output, dict):
@@ -370,6 +374,9 @@ class ResilientToolNode(ToolNode):
             if isinstance(msg, ToolMessage) and "tool_error" in msg.response_metadata
         ]
         if not records:
+            return output
+        if missing:
+            self._errors_dropped.dropped(f"ResilientToolNode {self.name!r}", key)
             return output
         if isinstance(output, dict):
             return {**output, key: records}

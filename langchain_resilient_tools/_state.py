@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from langgraph.graph import MessagesState
+
+log = logging.getLogger("langchain_resilient_tools")
 
 ERRORS_KEY = "tool_errors"
 """State key that adapters append error records to, when the graph state has it."""
@@ -19,6 +22,30 @@ def append_records(
     if isinstance(right, dict):
         right = [right]
     return [*(left or []), *right]
+
+
+NO_ERRORS_KEY_WARNING = (
+    "%s: the graph state has no %r key, so the tool error records of this step were not "
+    "kept in state (the model still got every envelope). To keep them, use "
+    "ResilientToolsState, or add `%s: Annotated[list[dict], append_records]` (from "
+    "langchain_resilient_tools._state) to your state schema, e.g. to the "
+    "`state_schema=` of create_react_agent; with create_agent, use "
+    "ResilientToolsMiddleware. Pass errors_key=None to silence this. Said once per node."
+)
+
+
+class DroppedRecordsWarning:
+    """Logs `NO_ERRORS_KEY_WARNING` once for its owner (a node) when records are dropped."""
+
+    __slots__ = ("warned",)
+
+    def __init__(self) -> None:
+        self.warned = False
+
+    def dropped(self, owner: str, key: str) -> None:
+        if not self.warned:
+            self.warned = True
+            log.warning(NO_ERRORS_KEY_WARNING, owner, key, key)
 
 
 LEDGER_KEY = "tool_ledger"
