@@ -175,7 +175,9 @@ class Pipeline:
         store: Any = None,
     ) -> None:
         self.resolver = resolver
-        self.env = Env(runner=runner or default_runner(), sync_terminal=_terminal)
+        # The process-wide pool, with this adapter's own abandoned-thread counts.
+        runner = runner or default_runner().scoped()
+        self.env = Env(runner=runner, sync_terminal=_terminal)
         self.env.backend = as_backend(store)
         """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
         self.stages = [cls(self.env) for cls in stages]
