@@ -16,7 +16,9 @@ def plot_events(events: Sequence[CallEvent], *, ax: Sequence[Any] | None = None)
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise UsageError("plot() needs matplotlib: pip install matplotlib") from exc
     if ax is None:
-        fig, (lat_ax, out_ax) = plt.subplots(2, 1, sharex=True, figsize=(8, 5))
+        fig, (lat_ax, out_ax) = plt.subplots(
+            2, 1, sharex=True, figsize=(9, 5), layout="constrained"
+        )
     else:
         lat_ax, out_ax = ax
         fig = lat_ax.figure
@@ -25,18 +27,37 @@ def plot_events(events: Sequence[CallEvent], *, ax: Sequence[Any] | None = None)
     statuses = sorted({e.status for e in events}, key=lambda s: (s != "success", s))
     for tool in tools:
         mine = [e for e in events if e.tool == tool]
-        lat_ax.plot([e.at - t0 for e in mine], [e.duration_ms for e in mine], "o-", label=tool)
+        (line,) = lat_ax.plot(
+            [e.at - t0 for e in mine], [e.duration_ms for e in mine], "o-", label=tool
+        )
+        failed = [e for e in mine if e.outcome != "success"]
+        if failed:  # the moments that matter: failures stand out on their tool's line
+            lat_ax.scatter(
+                [e.at - t0 for e in failed],
+                [e.duration_ms for e in failed],
+                s=90,
+                marker="X",
+                color=line.get_color(),
+                edgecolors="black",
+                zorder=3,
+            )
+    latencies = [e.duration_ms for e in events if e.duration_ms > 0]
+    if latencies and max(latencies) > 50 * min(latencies):
+        lat_ax.set_yscale("log")  # a hang and a 1 ms call both stay readable
     for status in statuses:
         mine = [e for e in events if e.status == status]
         rows = [tools.index(e.tool) for e in mine]
-        marker = "o" if status == "success" else "x"
-        out_ax.scatter([e.at - t0 for e in mine], rows, marker=marker, label=status)
+        marker = "o" if status == "success" else "X"
+        out_ax.scatter([e.at - t0 for e in mine], rows, marker=marker, s=60, label=status)
     lat_ax.set_ylabel("latency (ms)")
-    lat_ax.set_title("tool calls over time")
+    lat_ax.set_title("tool calls over time (X: the call failed)")
     if tools:
-        lat_ax.legend(loc="upper left", fontsize="small")
-        out_ax.legend(loc="upper left", fontsize="small")
+        # Legends beside the axes, never over the data.
+        outside = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
+        lat_ax.legend(title="tool", fontsize="small", **outside)
+        out_ax.legend(title="outcome", fontsize="small", **outside)
     out_ax.set_yticks(range(len(tools)), tools)
+    out_ax.set_ylim(-0.5, len(tools) - 0.5)
     out_ax.set_xlabel("seconds since first call")
-    out_ax.set_ylabel("outcome")
+    out_ax.set_ylabel("tool")
     return fig
