@@ -76,17 +76,19 @@ class Outcome:
 
 
 _REFUSED_BY = {
-    ToolErrorType.INVALID_ARGUMENTS: "validation",
-    ToolErrorType.MALFORMED_CALL: "admission",
-    ToolErrorType.UNKNOWN_TOOL: "admission",
-    ToolErrorType.DUPLICATE_CALL: "dedup",
-    ToolErrorType.CIRCUIT_OPEN: "breaker",
+    "invalid_arguments": "validation",
+    "malformed_call": "admission",
+    "unknown_tool": "admission",
+    "duplicate_call": "dedup",
+    "circuit_open": "breaker",
+    "rate_limited": "rate_limit",
 }
+"""Who answered a failed call that never reached the tool, by its error value."""
 
 
 def _refused_by(error: ToolErrorType | None) -> str:
-    """Who answered a failed call that never reached the tool (its ``served_by``)."""
-    return _REFUSED_BY.get(error, "pipeline") if error is not None else "pipeline"
+    """The ``served_by`` of a failed call that never reached the tool."""
+    return _REFUSED_BY.get(error.value, "pipeline") if error is not None else "pipeline"
 
 
 def _passes_through(exc: BaseException) -> bool:

@@ -15,24 +15,23 @@ from ._errors import ToolErrorType
 __all__ = ["ERROR_TYPE_GUIDANCE", "TOOL_ERROR_GUIDANCE", "with_tool_error_guidance"]
 
 ERROR_TYPE_GUIDANCE: dict[str, str] = {
-    "invalid_arguments": "the arguments did not fit; fix each one listed in \"fields\" "
-    "(\"dropped\" names arguments the tool does not take) and call again as "
-    "\"suggestion\" shows.",
+    "invalid_arguments": 'the arguments did not fit; fix each one listed in "fields" '
+    '("dropped" names arguments the tool does not take) and call again as '
+    '"suggestion" shows.',
     "malformed_call": "your arguments were not a valid JSON object; send the call again "
     "with complete, valid JSON.",
-    "unknown_tool": "no tool has that name; use one of \"valid_tools\" (\"closest\" is "
-    "the likeliest).",
+    "unknown_tool": 'no tool has that name; use one of "valid_tools" ("closest" is the likeliest).',
     "timeout": "the tool did not answer in time; try again later or with a narrower request.",
     "unknown_outcome": "the action may or may not have happened. Before doing it again, "
     "check whether it took effect (for example with a get, list or search tool); if you "
     "cannot check, tell the user it is uncertain.",
     "transient_failure": "the service was unavailable; calling again later may work.",
-    "rate_limited": "the service is rate limiting; wait \"retry_after_s\" seconds (if "
+    "rate_limited": 'the service is rate limiting; wait "retry_after_s" seconds (if '
     "given) before calling it again, and make fewer calls.",
-    "tool_error": "the tool refused or failed; read \"message\", change the request, or "
+    "tool_error": 'the tool refused or failed; read "message", change the request, or '
     "take another approach.",
     "circuit_open": "the tool is switched off after repeated failures and was not called; "
-    "do not call it again before \"retry_after_s\" seconds; use another way meanwhile.",
+    'do not call it again before "retry_after_s" seconds; use another way meanwhile.',
     "duplicate_call": "you already made this exact call. Use the earlier result instead "
     "of calling again.",
     "low_quality_result": "the tool answered but the result was empty or useless; try "
