@@ -114,6 +114,27 @@ def test_plot_draws_latency_and_outcomes() -> None:
     plt.close(fig)
 
 
+def test_plot_shows_a_hang_when_it_was_answered_with_legends_off_the_data() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stats = Stats()
+    stats.add(event("get_report", error="timeout", ms=600.0, at=1000.0))
+    for i in range(3):
+        stats.add(event("get_weather", ms=1.0, at=1000.0 + i / 1000))
+    fig = stats.snapshot().plot()
+    latency, outcomes = fig.axes
+    hang = next(line for line in latency.lines if line.get_label() == "get_report")
+    assert list(hang.get_xdata()) == [pytest.approx(0.6)]  # at its answer, not its start
+    assert latency.get_yscale() == "log"  # 1 ms and 600 ms both readable
+    fig.canvas.draw()
+    for ax in (latency, outcomes):  # each legend sits right of its axes, not over the data
+        legend_box = ax.get_legend().get_window_extent()
+        assert legend_box.x0 >= ax.get_window_extent().x1
+    plt.close(fig)
+
+
 # -- a scripted workload through every adapter -----------------------------------------
 
 NO_RETRY = ToolPolicy(timeout=0.1, retry=RetryPolicy(max_attempts=1))
