@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
-
-from langgraph.graph import MessagesState
+from typing import TYPE_CHECKING, Annotated, Any
 
 log = logging.getLogger("langchain_resilient_tools")
 
@@ -77,9 +75,32 @@ def merge_ledger(left: dict[str, Any] | None, right: dict[str, Any] | None) -> d
     return out
 
 
-class ResilientToolsState(MessagesState):
-    """`MessagesState` plus ``tool_errors`` (one record per tool error, appended) and
-    ``tool_ledger`` (dedup entries and the rollback counter, merged)."""
+if TYPE_CHECKING:
+    from langgraph.graph import MessagesState
 
-    tool_errors: Annotated[list[dict[str, Any]], append_records]
-    tool_ledger: Annotated[dict[str, Any], merge_ledger]
+    class ResilientToolsState(MessagesState):
+        """`MessagesState` plus ``tool_errors`` (one record per tool error, appended) and
+        ``tool_ledger`` (dedup entries and the rollback counter, merged)."""
+
+        tool_errors: Annotated[list[dict[str, Any]], append_records]
+        tool_ledger: Annotated[dict[str, Any], merge_ledger]
+
+else:
+
+    def __getattr__(name: str) -> Any:
+        # Made on first use: `langgraph.graph` is slow to import, and the stages that
+        # import this module for its keys (the wrapper's path) do not need the class.
+        if name != "ResilientToolsState":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from langgraph.graph import MessagesState
+
+        class ResilientToolsState(MessagesState):
+            """`MessagesState` plus ``tool_errors`` (one record per tool error, appended)
+            and ``tool_ledger`` (dedup entries and the rollback counter, merged)."""
+
+            tool_errors: Annotated[list[dict[str, Any]], append_records]
+            tool_ledger: Annotated[dict[str, Any], merge_ledger]
+
+        ResilientToolsState.__qualname__ = "ResilientToolsState"
+        globals()[name] = ResilientToolsState
+        return ResilientToolsState

@@ -65,12 +65,12 @@ def _fresh(code: str) -> str:
     return done.stdout.strip()
 
 
-def test_the_wrapper_alone_does_not_import_the_node_or_langchain() -> None:
+def test_the_wrapper_alone_does_not_import_the_node_the_graph_or_langchain() -> None:
     out = _fresh(
         "import sys\n"
         "from langchain_resilient_tools import ResilientTool, ToolPolicy\n"
         "print(sorted({m.split('.')[0] + '.' + m.split('.')[1] for m in sys.modules\n"
-        "    if m.startswith(('langgraph.prebuilt', 'langchain.'))}))"
+        "    if m.startswith(('langgraph.prebuilt', 'langgraph.graph', 'langchain.'))}))"
     )
     assert out == "[]"
     out = _fresh(
