@@ -1,29 +1,49 @@
-# Two entry points for a fresh machine: `make demo` and `make test`.
-# Both create .venv and install what they need on first use.
+# Entry points for a fresh machine: `make demo`, `make notebook` and `make test`.
+# Each creates .venv on first use and installs only what it needs:
+#   demo      the package alone (its demo needs nothing else)
+#   notebook  the package with matplotlib, JupyterLab and the kernel (the `notebook` extra)
+#   test      the package with every development tool (the `dev` extra)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+VENV_STAMP     := $(VENV)/.created
+CORE_STAMP     := $(VENV)/.installed-core
+NOTEBOOK_STAMP := $(VENV)/.installed-notebook
+DEV_STAMP      := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo notebook test lint bench clean
 
-$(STAMP): pyproject.toml
+$(VENV_STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(VENV_STAMP)
 
-demo: $(STAMP)
+$(CORE_STAMP): pyproject.toml | $(VENV_STAMP)
+	$(PY) -m pip install --quiet -e .
+	touch $(CORE_STAMP)
+
+$(NOTEBOOK_STAMP): pyproject.toml | $(VENV_STAMP)
+	$(PY) -m pip install --quiet -e '.[notebook]'
+	touch $(NOTEBOOK_STAMP)
+
+$(DEV_STAMP): pyproject.toml | $(VENV_STAMP)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(DEV_STAMP)
+
+demo: $(CORE_STAMP)
 	$(PY) -m langchain_resilient_tools.demo
 
-lint: $(STAMP)
+notebook: $(NOTEBOOK_STAMP)
+	$(PY) -m jupyter lab notebooks/quickstart.ipynb
+
+lint: $(DEV_STAMP)
 	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks
 	$(PY) -m mypy
 
-test: $(STAMP) lint
+test: $(DEV_STAMP) lint
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(PY) -m bench
 
 clean:

@@ -3,23 +3,28 @@
 Three adapters run one pipeline: `ResilientTool` wraps a tool, `ResilientToolNode`
 replaces LangGraph's `ToolNode`, and `ResilientToolsMiddleware` plugs into
 `langchain.agents.create_agent`.
+
+`ResilientToolNode`, `ResilientToolsMiddleware` and `ResilientToolsState` are imported
+on first use: they need `langgraph.prebuilt`, the optional `langchain` package and
+`langgraph.graph`, which a user of the wrapper alone should not pay for at import time.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ToolErrorType
-from ._node import ResilientToolNode
-from ._policy import BreakerPolicy, RetryPolicy, ToolPolicy
-from ._state import ResilientToolsState
+from ._errors import ToolErrorType, UsageError
+from ._policy import AdaptiveTimeout, BreakerPolicy, RetryPolicy, ToolPolicy
 from ._testing import set_testing
 from ._tool import ResilientTool
 
 if TYPE_CHECKING:
     from ._middleware import ResilientToolsMiddleware
+    from ._node import ResilientToolNode
+    from ._state import ResilientToolsState
 
 __all__ = [
+    "AdaptiveTimeout",
     "BreakerPolicy",
     "ResilientTool",
     "ResilientToolNode",
@@ -28,14 +33,36 @@ __all__ = [
     "RetryPolicy",
     "ToolErrorType",
     "ToolPolicy",
+    "UsageError",
     "set_testing",
 ]
 
+AGENTS_HINT = (
+    "ResilientToolsMiddleware needs the `langchain` package (for create_agent): "
+    'pip install "langchain-resilient-tools[agents]"'
+)
+"""The error message of importing the middleware without the ``agents`` extra."""
+
 
 def __getattr__(name: str) -> Any:
-    # The middleware needs the optional `langchain` package; import it on first use.
-    if name == "ResilientToolsMiddleware":
-        from ._middleware import ResilientToolsMiddleware
+    if name == "ResilientToolNode":
+        from ._node import ResilientToolNode
 
+        return ResilientToolNode
+    if name == "ResilientToolsState":
+        from ._state import ResilientToolsState
+
+        return ResilientToolsState
+    if name == "ResilientToolsMiddleware":
+        try:
+            from ._middleware import ResilientToolsMiddleware
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] != "langchain":
+                raise
+            raise ModuleNotFoundError(AGENTS_HINT, name=exc.name) from exc
         return ResilientToolsMiddleware
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -8,6 +8,7 @@ decides, for the default retry policy, which tool exceptions are worth another a
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -40,10 +41,14 @@ from ._ratelimit import is_rate_limited, retry_after, status_code
 from ._redact import looks_secret_key, redact
 from ._validate import from_pydantic
 
-try:  # langgraph >= 1.1 wraps argument errors it raises itself
-    from langgraph.prebuilt.tool_node import ToolInvocationError
-except ImportError:  # pragma: no cover
-    ToolInvocationError = None  # type: ignore[assignment,misc]
+
+def _tool_invocation_error() -> type[BaseException] | None:
+    """LangGraph's ``ToolInvocationError`` (langgraph >= 1.1 wraps the argument errors it
+    raises itself), if `langgraph.prebuilt` is loaded: when it is not, no such error can
+    exist, and a user of the wrapper alone does not pay for importing it."""
+    module = sys.modules.get("langgraph.prebuilt.tool_node")
+    found = getattr(module, "ToolInvocationError", None)
+    return found if isinstance(found, type) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,16 +209,22 @@ def echoed_values(args: Any) -> list[str]:
 def _validation_fields(exc: BaseException, call: Call) -> list[dict[str, Any]]:
     """``fields`` for a validation error the tool (or ToolNode) raised itself."""
     errors: list[Any] = []
-    if ToolInvocationError is not None and isinstance(exc, ToolInvocationError):
-        errors = list(exc.filtered_errors or ())
-        if not errors and isinstance(exc.source, ValidationError):
-            errors = exc.source.errors()
+    invocation_error = _tool_invocation_error()
+    if invocation_error is not None and isinstance(exc, invocation_error):
+        errors = list(getattr(exc, "filtered_errors", None) or ())
+        source = getattr(exc, "source", None)
+        if not errors and isinstance(source, ValidationError):
+            errors = source.errors()
     elif isinstance(exc, ValidationError):
         errors = exc.errors()
     if not errors:
         return []
     schema = m.tool_args_schema(call.tool)
     return from_pydantic(errors, schema, injected_keys(call.tool) | frozenset(call.injected))
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
 
 
 def _invalid_args(name: str, call: Call, fields: list[dict[str, Any]]) -> tuple[str, str]:
@@ -294,13 +305,13 @@ def _classify(exc: BaseException, call: Call) -> Failure:
         )
     if isinstance(exc, InvalidArguments):
         message, hint = _invalid_args(name, call, exc.fields)
-        return Failure(
-            ToolErrorType.INVALID_ARGUMENTS,
-            exc.summary or message,
-            hint,
-            False,
-            {"fields": exc.fields},
-        )
+        message = exc.summary or message
+        details: dict[str, Any] = {"fields": exc.fields}
+        dropped = call.extras.get("dropped")
+        if dropped:  # the model should know these were not used either
+            message = f"{message} {m.DROPPED_ARGS.format(names=_names(dropped))}"
+            details["dropped"] = list(dropped)
+        return Failure(ToolErrorType.INVALID_ARGUMENTS, message, hint, False, details)
     if isinstance(exc, CircuitOpen):
         return Failure(
             ToolErrorType.CIRCUIT_OPEN,

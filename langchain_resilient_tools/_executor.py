@@ -93,13 +93,27 @@ class TimedRunner:
         self.pool = pool
         self._lock = threading.Lock()
         self._abandoned: dict[str, int] = {}
+        self._scope = ""
+
+    def scoped(self) -> TimedRunner:
+        """A runner on the same pool and counts whose keys are its own.
+
+        Each adapter gets one, so the abandoned threads of one wrapper's tool do not count
+        against another wrapper of the same tool (`max_abandoned_threads` is a policy of
+        the adapter); `abandoned()` on this runner still sums every scope.
+        """
+        view = TimedRunner(self.pool)
+        view._lock, view._abandoned = self._lock, self._abandoned
+        view._scope = f"{id(view):x}/"
+        return view
 
     def abandoned(self, key: str | None = None) -> int:
-        """Threads still running after their deadline passed (for `key`, or in all)."""
+        """Threads still running after their deadline passed (for `key` in this runner's
+        scope, or in all scopes)."""
         with self._lock:
             if key is None:
                 return sum(self._abandoned.values())
-            return self._abandoned.get(key, 0)
+            return self._abandoned.get(self._scope + key, 0)
 
     def _admit(self, key: str, max_abandoned: int) -> None:
         n = self.abandoned(key)
@@ -107,6 +121,7 @@ class TimedRunner:
             raise ThreadsExhausted(n)
 
     def _abandon(self, key: str, fut: Job[Any]) -> None:
+        key = self._scope + key
         with self._lock:
             self._abandoned[key] = self._abandoned.get(key, 0) + 1
 

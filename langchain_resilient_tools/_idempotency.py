@@ -39,12 +39,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.tools import BaseTool
-from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from ._adapt import ToolStandIn, injected_keys
 from ._errors import UsageError
 
 if TYPE_CHECKING:
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+
     from ._call import Call
 
 INJECTED_ARG = "idempotency_key"

@@ -60,6 +60,10 @@ MALFORMED_HINT = "Send the call again with the arguments as one valid JSON objec
 INVALID_ARGS = (
     "The arguments for {tool} do not fit its schema ({n} problem(s), listed in 'fields')."
 )
+DROPPED_ARGS = (
+    "The unknown argument(s) {names} were dropped: the tool takes no such argument "
+    "(listed in 'dropped')."
+)
 INVALID_ARGS_HINT = (
     "Call it again with arguments of this form: {signature} ('?' marks an optional "
     "argument). Example: {example}"

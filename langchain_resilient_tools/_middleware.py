@@ -26,11 +26,13 @@ from ._deadline import deadline_of
 from ._envelope import failure_message, success_message, take_error_record
 from ._executor import TimedRunner
 from ._idempotency import keyed_request
+from ._isolate import check_isolated
 from ._offload import bridged, offloaded
 from ._pipeline import Outcome, Pipeline
-from ._policy import PolicyResolver, ToolPolicy
-from ._repair import repair_call
+from ._policy import PolicyResolver, ToolPolicy, check_policy_names
+from ._repair import Repaired, repair_call
 from ._rollback import annotate, pop_ledger, rollback_update
+from ._stages.repair import note_dropped
 from ._state import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
 from ._stats import StatsSnapshot
 from ._validate import tool_schema
@@ -76,7 +78,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             PolicyResolver(policy, policies, patterns), runner=runner, store=store
         )  # store: shared breaker/dedup/caches across workers (`_backend`)
         self._agent_tools: dict[str, BaseTool] = {}
-        self._carried: dict[str, list[str]] = {}
+        self._names_checked = False
+        self._carried: dict[str, Repaired] = {}
         """Repairs made to invalid calls in `after_model`, by call id, until they run."""
 
     def stats(self) -> StatsSnapshot:
@@ -86,7 +89,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     def _remember_tools(self, request: ModelRequest[Any]) -> None:
         # The agent's tools are only visible on model requests; invalid calls need them.
         if len(self._agent_tools) != len(request.tools):
-            self._agent_tools = {t.name: t for t in request.tools if isinstance(t, BaseTool)}
+            tools = {t.name: t for t in request.tools if isinstance(t, BaseTool)}
+            # The middleware first sees the agent's tools here: isolate=True on a tool
+            # that cannot be pickled raises before the first tool call.
+            check_isolated(self.pipeline.resolver, tools.values())
+            self._agent_tools = tools
 
     def wrap_model_call(
         self,
@@ -108,6 +115,10 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         tc = request.tool_call
         runtime = request.runtime
         tools = getattr(runtime, "tools", None) or []
+        if not self._names_checked and tools:
+            # Every tool of the agent is known here (a model request may see fewer).
+            check_policy_names(self.pipeline.resolver, [t.name for t in tools])
+            self._names_checked = True
         call = self.pipeline.new_call(
             call_id=tc["id"] or "",
             name=tc["name"],
@@ -120,8 +131,9 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             store=getattr(runtime, "store", None),
         )
         carried = self._carried.pop(call.id, None)  # repaired in `after_model`
-        if carried:
-            call.record.repairs.extend(carried)
+        if carried is not None:
+            call.record.repairs.extend(carried.repairs)
+            note_dropped(call, carried.dropped)
         return call
 
     @staticmethod
@@ -234,7 +246,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             return None
         if len(self._carried) > 1024:
             self._carried.clear()
-        self._carried[bad["id"] or ""] = list(result.repairs)
+        self._carried[bad["id"] or ""] = result
         return ToolCall(name=name, args=result.args, id=bad["id"], type="tool_call")
 
     async def aafter_model(

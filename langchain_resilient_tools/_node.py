@@ -47,9 +47,9 @@ from ._idempotency import keyed_request
 from ._isolate import check_isolated
 from ._offload import bridged, offloaded
 from ._pipeline import Outcome, Pipeline
-from ._policy import PolicyResolver, ToolPolicy
+from ._policy import PolicyResolver, ToolPolicy, check_policy_names
 from ._rollback import annotate, finish_node_step
-from ._state import ERRORS_KEY, LEDGER_KEY
+from ._state import ERRORS_KEY, LEDGER_KEY, DroppedRecordsWarning
 from ._stats import StatsSnapshot
 from ._steploop import run_step, step_loop
 
@@ -117,6 +117,7 @@ class ResilientToolNode(ToolNode):
         self._handle = handle_tool_errors
         self._errors_key = errors_key
         self._rollbacks: dict[str, int] = {}  # per thread, when the state has no ledger
+        self._errors_dropped = DroppedRecordsWarning()  # said once, when state has no key
         # A sync-only user wrapper keeps ToolNode's meaning on the async path (it is
         # called with a sync executor), so the pipeline then enters through ours too.
         use_async = awrap_tool_call is not None or wrap_tool_call is None
@@ -134,6 +135,7 @@ class ResilientToolNode(ToolNode):
         )  # store: shared breaker/dedup/caches across workers (`_backend`)
         self._tool_names = tuple(self.tools_by_name)
         self._tool_list = list(self.tools_by_name.values())
+        check_policy_names(self.pipeline.resolver, self._tool_names)
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
 
     def __repr__(self) -> str:
@@ -367,7 +369,10 @@ class ResilientToolNode(ToolNode):
                     messages.append(item)
         records = [r for msg in messages if (r := take_error_record(msg)) is not None]
         key = self._errors_key
-        if not records or not key or not isinstance(input, dict) or key not in input:
+        if not records or not key or not isinstance(input, dict):
+            return output
+        if key not in input:  # e.g. create_react_agent's default state
+            self._errors_dropped.dropped(f"ResilientToolNode {self.name!r}", key)
             return output
         if isinstance(output, dict):
             return {**output, key: records}

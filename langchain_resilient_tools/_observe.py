@@ -24,6 +24,9 @@ from . import _otel
 from ._call import CallRecord
 from ._stats import CallEvent, Stats
 
+UNKNOWN_TOOL_LABEL = "<unknown>"
+"""The one `tool` label (stats row, metric attribute) of every call to a tool that does not exist."""
+
 EVENT_NAME = "resilience"
 """Name of the LangChain custom event dispatched for every finished call."""
 
@@ -48,10 +51,14 @@ class Observer:
             return state if isinstance(state, str) else None
         return None
 
-    def observe(self, record: CallRecord) -> CallEvent:
-        """Count the finished call of `record` and export it."""
+    def observe(self, record: CallRecord, *, known_tool: bool = True) -> CallEvent:
+        """Count the finished call of `record` and export it.
+
+        A call to a tool that does not exist (`known_tool` false) is counted under
+        `UNKNOWN_TOOL_LABEL`: the names a model invents never become rows or labels.
+        """
         event = CallEvent(
-            tool=record.tool,
+            tool=record.tool if known_tool else UNKNOWN_TOOL_LABEL,
             call_id=record.call_id,
             outcome=record.outcome,
             error=record.error.value if record.error else None,

@@ -20,7 +20,7 @@ from . import _deadline
 from ._backend import as_backend
 from ._call import Call, CallRecord
 from ._classify import Failure, classify, error_result
-from ._errors import ResilienceSignal, ToolRaised, is_for_author
+from ._errors import ResilienceSignal, ToolErrorType, ToolRaised, is_for_author
 from ._executor import TimedRunner, default_runner
 from ._observe import Observer
 from ._policy import PolicyResolver
@@ -75,6 +75,22 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+
+_REFUSED_BY = {
+    "invalid_arguments": "validation",
+    "malformed_call": "admission",
+    "unknown_tool": "admission",
+    "duplicate_call": "dedup",
+    "circuit_open": "breaker",
+    "rate_limited": "rate_limit",
+}
+"""Who answered a failed call that never reached the tool, by its error value."""
+
+
+def _refused_by(error: ToolErrorType | None) -> str:
+    """The ``served_by`` of a failed call that never reached the tool."""
+    return _REFUSED_BY.get(error.value, "pipeline") if error is not None else "pipeline"
 
 
 def _passes_through(exc: BaseException) -> bool:
@@ -165,7 +181,9 @@ class Pipeline:
         store: Any = None,
     ) -> None:
         self.resolver = resolver
-        self.env = Env(runner=runner or default_runner(), sync_terminal=_terminal)
+        # The process-wide pool, with this adapter's own abandoned-thread counts.
+        runner = runner or default_runner().scoped()
+        self.env = Env(runner=runner, sync_terminal=_terminal)
         self.env.backend = as_backend(store)
         """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
         self.stages = [cls(self.env) for cls in stages]
@@ -261,14 +279,18 @@ class Pipeline:
         return self.observer.stats.snapshot()
 
     def _finish(self, outcome: Outcome, start: float) -> Outcome:
-        record = outcome.call.record
+        call = outcome.call
+        record = call.record
         record.duration_ms = (time.perf_counter() - start) * 1000
         if outcome.failure is None:
             record.outcome = "success"
         else:
             record.outcome = "error"
             record.error = outcome.failure.error
-        outcome.event = self.observer.observe(record)
+            if record.served_by == "tool" and record.attempts == 0:
+                record.served_by = _refused_by(record.error)  # the tool never ran
+        known = call.tool is not None or outcome.failure is None
+        outcome.event = self.observer.observe(record, known_tool=known)
         if self._on_outcome is not None:
             self._on_outcome(outcome)
         return outcome

@@ -7,6 +7,7 @@ overrides only the fields it sets explicitly (see `PolicyResolver`).
 
 from __future__ import annotations
 
+import difflib
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -450,3 +451,20 @@ class PolicyResolver:
                 merged = _overlay(merged, own)
             hit = self._cache[tool_name] = ResolvedPolicy(merged, tool_name)
         return hit
+
+
+def check_policy_names(resolver: PolicyResolver, tool_names: Sequence[str]) -> None:
+    """Raise `UsageError` when a ``policies`` key names none of `tool_names`.
+
+    A misspelt key would otherwise silently leave its tool on the default policy.
+    """
+    known = set(tool_names)
+    for name in resolver.policies:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise UsageError(
+            f"policies[{name!r}] names no tool of this adapter.{hint} "
+            f"Its tools are: {', '.join(sorted(known)) or '(none)'}."
+        )

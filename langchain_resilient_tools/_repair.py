@@ -133,6 +133,8 @@ class Repaired:
     """Why the argument text could not be read as a JSON object (`args` is then None)."""
     unknown: tuple[str, ...] = field(default=())
     """Arguments the schema does not know that were kept (``unknown_args="reject"``)."""
+    dropped: tuple[str, ...] = field(default=())
+    """Arguments the schema does not know that were dropped (names redacted)."""
 
 
 # -- malformed JSON ----------------------------------------------------------------
@@ -377,13 +379,20 @@ def repair_call(
                 f"parsed {_q(key)} value {mask_value(_sent(args, key, renamed), limit=40)} as {kind}"
             )
     kept: list[str] = []
+    dropped: list[str] = []
     for key in unknown:
         if facts.open or unknown_args == "reject":
             out[key] = args[key]
             kept.append(key)
         else:
             repairs.append(f"dropped unknown argument {_q(key)}")
-    return Repaired(out, tuple(repairs), unknown=tuple(kept) if not facts.open else ())
+            dropped.append(_q(key).strip("'"))
+    return Repaired(
+        out,
+        tuple(repairs),
+        unknown=tuple(kept) if not facts.open else (),
+        dropped=tuple(dropped),
+    )
 
 
 def _sent(args: Mapping[str, Any], key: str, renamed: Mapping[str, str]) -> Any:

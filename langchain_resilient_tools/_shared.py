@@ -23,10 +23,12 @@ carries on with the worker's own breaker and dedup, ``"closed"`` answers
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._backend import BackendError, StateBackend, as_backend
 from ._breaker import CLOSED, HALF_OPEN, OPEN, PROBE_BUSY_RETRY_S, CircuitBreaker, Ticket
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from ._stages.dedup import DedupStage
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 NS_RESULTS, NS_BREAKER, NS_PROBE, NS_DEDUP = "results", "breaker", "probe", "dedup"
 OPEN_RECORD_TTL = 86400.0
@@ -60,6 +63,19 @@ def backend_for(env: Env, call: Call) -> StateBackend | None:
             hit = made[id(call.store)] = (call.store, as_backend(call.store))
         backend = hit[1]
     return backend
+
+
+async def off_loop(shared: bool, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` for an async call: on a worker thread when it touches a shared store
+    (`shared`), so a slow or remote store never blocks the event loop and the other
+    graphs and calls on it; in place otherwise (in-process state takes microseconds).
+
+    A LangGraph async store (e.g. ``AsyncPostgresStore``) called from that thread runs
+    its async methods on its own event loop.
+    """
+    if not shared:
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
 
 
 def fail(call: Call, exc: BackendError, what: str) -> None:

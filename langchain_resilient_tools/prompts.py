@@ -10,9 +10,38 @@ the pipeline, or let `with_tool_error_guidance` append it::
 
 from __future__ import annotations
 
-__all__ = ["TOOL_ERROR_GUIDANCE", "with_tool_error_guidance"]
+from ._errors import ToolErrorType
 
-TOOL_ERROR_GUIDANCE = """\
+__all__ = ["ERROR_TYPE_GUIDANCE", "TOOL_ERROR_GUIDANCE", "with_tool_error_guidance"]
+
+ERROR_TYPE_GUIDANCE: dict[str, str] = {
+    "invalid_arguments": 'the arguments did not fit; fix each one listed in "fields" '
+    '("dropped" names arguments the tool does not take) and call again as '
+    '"suggestion" shows.',
+    "malformed_call": "your arguments were not a valid JSON object; send the call again "
+    "with complete, valid JSON.",
+    "unknown_tool": 'no tool has that name; use one of "valid_tools" ("closest" is the likeliest).',
+    "timeout": "the tool did not answer in time; try again later or with a narrower request.",
+    "unknown_outcome": "the action may or may not have happened. Before doing it again, "
+    "check whether it took effect (for example with a get, list or search tool); if you "
+    "cannot check, tell the user it is uncertain.",
+    "transient_failure": "the service was unavailable; calling again later may work.",
+    "rate_limited": 'the service is rate limiting; wait "retry_after_s" seconds (if '
+    "given) before calling it again, and make fewer calls.",
+    "tool_error": 'the tool refused or failed; read "message", change the request, or '
+    "take another approach.",
+    "circuit_open": "the tool is switched off after repeated failures and was not called; "
+    'do not call it again before "retry_after_s" seconds; use another way meanwhile.',
+    "duplicate_call": "you already made this exact call. Use the earlier result instead "
+    "of calling again.",
+    "low_quality_result": "the tool answered but the result was empty or useless; try "
+    "different arguments.",
+    "internal_error": "something failed on our side; do not repeat the call unchanged.",
+}
+"""One line of guidance per ``error`` value (`ToolErrorType`), keyed by the value; the
+guidance lists those of the `ToolErrorType` members this version has."""
+
+_INTRO = """\
 How to read tool failures:
 - A tool that failed answers with a JSON object instead of its result, e.g.
   {"error": "timeout", "tool": "...", "message": "...", "suggestion": "...", \
@@ -23,20 +52,30 @@ actually returned.
 - "retryable": true means the same call may work if you make it again later; false \
 means repeating it unchanged will not help: fix the arguments it names, or take \
 another approach.
-- "unknown_outcome" means the action may or may not have happened. Before doing it \
-again, check whether it took effect (for example with a get, list or search tool); \
-if you cannot check, tell the user it is uncertain.
-- "duplicate_call" means you already made this exact call. Use the earlier result \
-instead of calling again.
+- What each "error" means:"""
+
+_OUTRO = """\
 - A result that starts with a note in [square brackets] (for example a stale or \
 reused result) is real but comes with that caveat; pass the caveat on when it matters.
 - When a tool failed and you could not get around it, tell the user plainly which step \
 failed and what could not be done."""
+
+
+def _guidance() -> str:
+    lines = [
+        f'  "{kind.value}": {ERROR_TYPE_GUIDANCE[kind.value]}'
+        for kind in ToolErrorType
+        if kind.value in ERROR_TYPE_GUIDANCE
+    ]
+    return "\n".join([_INTRO, *lines, _OUTRO])
+
+
+TOOL_ERROR_GUIDANCE = _guidance()
 """Guidance for the system prompt: what the error envelope means and how to act on it.
 
 Covers: never inventing a result after an error, when calling again can help
-(``retryable``), what ``unknown_outcome`` and ``duplicate_call`` ask of the model, marked
-results, and telling the user plainly when a tool failed."""
+(``retryable``), what each error type asks of the model, marked results, and telling the
+user plainly when a tool failed."""
 
 
 def with_tool_error_guidance(system_prompt: str | None) -> str:

@@ -146,3 +146,45 @@ def test_an_unreachable_server_is_a_backend_error(pg_url: str) -> None:
     conn.close()  # the connection is gone, as in a partition
     with pytest.raises(BackendError):
         backend.get("t", "k")
+
+
+def test_an_async_graph_shares_state_through_async_postgres_store(pg_url: str, db: Any) -> None:
+    """`AsyncPostgresStore` in an async graph: what one node's call left in the store (its
+    dedup entry and cached result) answers another node's identical call. (That the
+    store is reached off the event loop is shown in tests/test_async_store.py.)"""
+    import asyncio
+
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.store.postgres import AsyncPostgresStore
+
+    from langchain_resilient_tools import (
+        BreakerPolicy,
+        ResilientToolNode,
+        ResilientToolsState,
+        ToolPolicy,
+    )
+    from tests.tools import CALLS, ok_tool
+
+    policy = ToolPolicy(breaker=BreakerPolicy(failure_threshold=3), cache_ttl_s=60)
+    ai = AIMessage("", tool_calls=[_call("get_weather", {"city": "Oslo"}, "c1")])
+
+    def app(store: Any) -> Any:
+        graph = StateGraph(ResilientToolsState)
+        graph.add_node("tools", ResilientToolNode([ok_tool()], policy=policy, store=store))
+        graph.add_edge(START, "tools")
+        graph.add_edge("tools", END)
+        return graph.compile()
+
+    async def main() -> list[Any]:
+        answers = []
+        for _ in range(2):  # two workers' nodes, each on its own store connection
+            async with AsyncPostgresStore.from_conn_string(pg_url) as store:
+                state = await app(store).ainvoke({"messages": [ai]})
+                answers.append(state["messages"][-1])
+        return answers
+
+    answers = asyncio.run(main())
+    assert answers[0].content == "sunny in Oslo"
+    assert answers[1].response_metadata["resilience"]["served_by"] in ("dedup", "cache")
+    assert CALLS["get_weather"] == 1

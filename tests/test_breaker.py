@@ -236,6 +236,8 @@ def test_open_circuit_fails_fast_without_calling_the_tool(harness: Harness) -> N
         assert data["error"] == "circuit_open"
         assert data["attempts"] == 0
         assert data["retry_after_s"] == pytest.approx(29.0, abs=0.1)
+    # the refused calls never reached the tool: the breaker answered them
+    assert harness.stats()["get_quote"]["served_by"] == {"tool": 3, "breaker": 4}
 
 
 def test_open_circuit_stops_the_retries_at_once(harness: Harness) -> None:

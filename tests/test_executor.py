@@ -46,6 +46,19 @@ def test_context_variables_reach_the_worker() -> None:
     assert runner.run("k", VAR.get, 1.0, 2) == "caller"
 
 
+def test_scoped_runners_count_apart_on_one_pool(release: threading.Event) -> None:
+    base = TimedRunner(WorkerPool(8, name="t"))
+    first, second = base.scoped(), base.scoped()
+    assert first.pool is second.pool is base.pool
+    with pytest.raises(AttemptTimeout):
+        first.run("hung", lambda: release.wait(30), 0.05, 1)
+    assert first.abandoned("hung") == 1 and second.abandoned("hung") == 0
+    with pytest.raises(ThreadsExhausted):
+        first.run("hung", lambda: 1, 1.0, 1)
+    assert second.run("hung", lambda: 2, 1.0, 1) == 2  # the other adapter's count is its own
+    assert base.abandoned() == 1  # the process-wide total still sees every scope
+
+
 def test_deadline_returns_and_abandoned_threads_are_bounded(release: threading.Event) -> None:
     runner = TimedRunner(WorkerPool(8, name="t"))
     start = time.monotonic()

@@ -13,7 +13,7 @@ from langchain_resilient_tools._isolate import prewarm, run_isolated
 from langchain_resilient_tools.testing import tool_call
 from tests._isolated_tools import hang_tool, lookup_tool
 from tests.conftest import Harness
-from tests.tools import ok_tool
+from tests.tools import CALLS, ok_tool
 
 
 def test_isolated_call_returns_its_result() -> None:
@@ -44,3 +44,29 @@ def test_unpicklable_tool_is_refused_at_wrap_time() -> None:
         ResilientTool.wrap(ok_tool(), policy=policy)  # a closure
     with pytest.raises(UsageError, match="cannot be pickled"):
         ResilientToolNode([ok_tool()], policy=policy)
+
+
+def test_unpicklable_tool_error_says_why_and_what_works() -> None:
+    with pytest.raises(UsageError) as info:
+        ResilientToolNode([ok_tool()], policy=ToolPolicy(isolate=True))
+    text = str(info.value)
+    assert "'get_weather'" in text and "worker process" in text  # why
+    assert "module level" in text and "isolate=False" in text  # what works
+
+
+def test_middleware_refuses_an_unpicklable_isolated_tool_before_any_call() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from langchain_resilient_tools import ResilientToolsMiddleware
+    from langchain_resilient_tools.testing import ScriptedChatModel
+
+    tool = ok_tool()
+    agent = create_agent(
+        ScriptedChatModel(script=[]),
+        tools=[tool],
+        middleware=[ResilientToolsMiddleware(policy=ToolPolicy(isolate=True))],
+    )
+    with pytest.raises(UsageError, match="cannot be pickled"):
+        agent.invoke({"messages": [HumanMessage("hi")]})
+    assert CALLS["get_weather"] == 0

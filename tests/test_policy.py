@@ -85,3 +85,48 @@ def test_resolver_rejects_wrong_types() -> None:
         PolicyResolver({"timeout": 3})  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         PolicyResolver(None, {"x": {"timeout": 3}})  # type: ignore[dict-item]
+
+
+# -- configuration mistakes fail before the first call, with the fix --------------------
+
+
+def test_misspelt_policy_name_fails_at_node_construction() -> None:
+    from langchain_resilient_tools import ResilientToolNode
+    from langchain_resilient_tools._errors import UsageError
+    from tests.tools import ok_tool
+
+    tools = [ok_tool("get_weather"), ok_tool("search_docs")]
+    with pytest.raises(UsageError) as info:
+        ResilientToolNode(tools, policies={"get_wether": ToolPolicy(timeout=3)})
+    text = str(info.value)
+    assert "policies['get_wether']" in text
+    assert "Did you mean 'get_weather'?" in text
+    assert "get_weather, search_docs" in text
+    ResilientToolNode(tools, policies={"get_weather": ToolPolicy(timeout=3)})  # fine
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_misspelt_policy_name_fails_on_the_middleware_first_call(mode: str) -> None:
+    import asyncio
+
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from langchain_resilient_tools import ResilientToolsMiddleware
+    from langchain_resilient_tools._errors import UsageError
+    from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
+    from tests.tools import CALLS, ok_tool
+
+    ai = AIMessage("", tool_calls=[tool_call("get_weather", {"city": "x"}, id="c1")])
+    agent = create_agent(
+        ScriptedChatModel(script=[ai, AIMessage("done")]),
+        tools=[ok_tool()],
+        middleware=[ResilientToolsMiddleware(policies={"get_wether": ToolPolicy(timeout=3)})],
+    )
+    payload = {"messages": [HumanMessage("hi")]}
+    with pytest.raises(UsageError, match="Did you mean 'get_weather'"):
+        if mode == "sync":
+            agent.invoke(payload)
+        else:
+            asyncio.run(agent.ainvoke(payload))
+    assert CALLS["get_weather"] == 0

@@ -30,5 +30,18 @@ def test_policy_reference_lists_every_field(model: type) -> None:
         assert f"| `{name}` |" in section, f"{model.__name__}.{name} is missing from the README"
 
 
-def test_readme_has_the_two_commands() -> None:
-    assert "make demo" in README and "make test" in README
+def test_readme_has_the_commands_and_the_makefile_has_them_too() -> None:
+    makefile = (Path(__file__).parent.parent / "Makefile").read_text()
+    for target in ("demo", "notebook", "test"):
+        assert f"make {target}" in README
+        assert re.search(rf"^{target}:", makefile, flags=re.M), target
+    demo_rule = re.search(r"^demo: (.*)$", makefile, flags=re.M)
+    assert demo_rule and "DEV" not in demo_rule.group(1)  # the demo skips the dev tools
+
+
+def test_readme_lists_every_extra() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = Path(__file__).parent.parent / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    for extra in extras:
+        assert f"| `{extra}` |" in README, extra

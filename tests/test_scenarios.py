@@ -136,14 +136,17 @@ def test_hung_sync_tool_threads_are_counted_and_capped(harness: Harness) -> None
 
     tool = counted(f"get_stuck_{harness.adapter}_{harness.mode}", hang)
     policy = ToolPolicy(timeout=0.1, retry=RetryPolicy(max_attempts=1), max_abandoned_threads=2)
-    errors = []
-    for i in range(3):
-        result = harness.run([tool], [tool_call(tool.name, {}, id=f"c{i}")], policy=policy)
-        errors.append(body(result[f"c{i}"])["error"])
+    turns = [[tool_call(tool.name, {"query": str(i)}, id=f"c{i}")] for i in range(3)]
+    results = harness.run_turns([tool], turns, policy=policy)  # one adapter, three turns
+    errors = [body(results[i][f"c{i}"])["error"] for i in range(3)]
     assert errors == ["timeout", "timeout", "transient_failure"]
-    assert "busy" in body(result["c2"])["message"].lower()
+    assert "busy" in body(results[2]["c2"])["message"].lower()
     assert CALLS[tool.name] == 2  # the third call never started
     assert all(name.startswith("lrt-tool") for name in threads), threads
+    # Another adapter of the same tool has its own count: its call runs (and times out).
+    again = harness.run([tool], [tool_call(tool.name, {"query": "x"}, id="d0")], policy=policy)
+    assert body(again["d0"])["error"] == "timeout"
+    assert CALLS[tool.name] == 3
     release.set()
 
 

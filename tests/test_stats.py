@@ -114,6 +114,27 @@ def test_plot_draws_latency_and_outcomes() -> None:
     plt.close(fig)
 
 
+def test_plot_shows_a_hang_when_it_was_answered_with_legends_off_the_data() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stats = Stats()
+    stats.add(event("get_report", error="timeout", ms=600.0, at=1000.0))
+    for i in range(3):
+        stats.add(event("get_weather", ms=1.0, at=1000.0 + i / 1000))
+    fig = stats.snapshot().plot()
+    latency, outcomes = fig.axes
+    hang = next(line for line in latency.lines if line.get_label() == "get_report")
+    assert list(hang.get_xdata()) == [pytest.approx(0.6)]  # at its answer, not its start
+    assert latency.get_yscale() == "log"  # 1 ms and 600 ms both readable
+    fig.canvas.draw()
+    for ax in (latency, outcomes):  # each legend sits right of its axes, not over the data
+        legend_box = ax.get_legend().get_window_extent()
+        assert legend_box.x0 >= ax.get_window_extent().x1
+    plt.close(fig)
+
+
 # -- a scripted workload through every adapter -----------------------------------------
 
 NO_RETRY = ToolPolicy(timeout=0.1, retry=RetryPolicy(max_attempts=1))
@@ -158,6 +179,31 @@ def test_stats_of_a_scripted_workload(harness: Harness) -> None:
     assert slow["errors_by_type"] == {"timeout": 1}
     assert 100 <= slow["max_ms"] < 1000
     assert slow["p50_ms"] == slow["max_ms"]
+
+
+def test_calls_the_tool_never_ran_are_not_served_by_it(harness: Harness) -> None:
+    tools = [ok_tool("get_weather"), ok_tool("create_note")]
+    calls = [
+        tool_call("get_weather", {"city": "Paris"}, id="c1"),
+        tool_call("get_weather", {"town": 3, "city": 4}, id="c2"),  # invalid arguments
+        tool_call("create_note", {"city": "x"}, id="c3"),
+        tool_call("create_note", {"city": "x"}, id="c4"),  # a blocked duplicate write
+        tool_call("made_up_tool_1", {}, id="c5"),
+        tool_call("made_up_tool_2", {}, id="c6"),
+    ]
+    result = harness.run(tools, calls)
+    assert json.loads(result["c2"].content)["error"] == "invalid_arguments"
+    assert sorted(result[c].status for c in ("c3", "c4")) == ["error", "success"]
+    rows = harness.stats()
+    assert rows["get_weather"]["served_by"] == {"tool": 1, "validation": 1}
+    assert rows["create_note"]["served_by"] == {"tool": 1, "dedup": 1}
+    assert not {"made_up_tool_1", "made_up_tool_2"} & set(rows)
+    if harness.adapter != "tool":  # a bare wrapper never sees an unknown tool: ToolNode does
+        unknown = rows["<unknown>"]
+        assert unknown["calls"] == 2 and unknown["served_by"] == {"admission": 2}
+        assert unknown["errors_by_type"] == {"unknown_tool": 2}
+        events = harness.adapters[-1].stats().events
+        assert {e.tool for e in events if e.error == "unknown_tool"} == {"<unknown>"}
 
 
 def test_stats_table_renders_the_workload(harness: Harness) -> None:

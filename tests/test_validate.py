@@ -18,7 +18,7 @@ from langchain_resilient_tools._errors import ToolRaised
 from langchain_resilient_tools._pipeline import Pipeline
 from langchain_resilient_tools._policy import PolicyResolver
 from langchain_resilient_tools._validate import PROBLEMS, check, compile_tool, from_pydantic
-from langchain_resilient_tools.testing import tool_call
+from langchain_resilient_tools.testing import invalid_call, tool_call
 from tests.conftest import Harness
 from tests.tools import CALLS, counted
 
@@ -239,3 +239,24 @@ def test_suggestion_shows_a_valid_call(harness: Harness) -> None:
     suggestion = json.loads(result["c1"].content)["suggestion"]
     assert "book_room(room: 'single' | 'double', nights: integer" in suggestion
     assert '{"room": "single", "nights": 1}' in suggestion
+
+
+@pytest.mark.parametrize("malformed", [False, True], ids=["args", "malformed"])
+def test_dropped_arguments_are_named_when_the_call_still_fails(
+    harness: Harness, malformed: bool
+) -> None:
+    if malformed and harness.adapter == "tool":
+        pytest.skip("invalid calls never reach a tool; the node and middleware answer them")
+    tool = booking_tool()
+    sent = {"nights": 1, "breakfast_xyz": True}  # `room` missing, an unknown argument
+    if malformed:
+        raw = json.dumps(sent)[:-1] + ",}"  # a trailing comma: repaired, then validated
+        result = harness.run([tool], invalid_tool_calls=[invalid_call("book_room", raw, id="c1")])
+    else:
+        result = harness.run([tool], [tool_call("book_room", sent, id="c1")])
+    data = json.loads(result["c1"].content)
+    assert data["error"] == "invalid_arguments"
+    assert data["dropped"] == ["breakfast_xyz"]
+    assert "'breakfast_xyz' were dropped" in data["message"]
+    assert [f["name"] for f in data["fields"]] == ["room"]
+    assert CALLS["book_room"] == 0

@@ -18,7 +18,7 @@ from .._errors import LowQualityResult, ToolRaised
 from .._health import is_service_failure
 from .._pertool import PerTool
 from .._policy import ResolvedPolicy
-from .._shared import SharedBreaker, backend_for
+from .._shared import SharedBreaker, backend_for, off_loop
 from . import AsyncNext, Env, Next, Stage
 
 
@@ -79,12 +79,16 @@ class BreakerStage(Stage):
         breaker = self.breaker_for(call)
         if breaker is None:
             return await call_next(call)
-        ticket = breaker.acquire()
+        shared = isinstance(breaker, SharedBreaker)  # its state is in a store: off the loop
+        ticket = await off_loop(shared, breaker.acquire)
         start = breaker.clock()
         try:
             value = await call_next(call)
-        except BaseException as exc:
+        except Exception as exc:
+            await off_loop(shared, breaker.release, ticket, failed(call, exc))
+            raise
+        except BaseException as exc:  # cancelled: recorded at once, no further await
             breaker.release(ticket, failed(call, exc))
             raise
-        breaker.release(ticket, _slow(call, breaker.clock() - start))
+        await off_loop(shared, breaker.release, ticket, _slow(call, breaker.clock() - start))
         return value

@@ -19,7 +19,7 @@ from .._call import Call
 from .._key import call_key
 from .._pertool import PerTool
 from .._policy import ResolvedPolicy
-from .._shared import SharedResultStore, backend_for
+from .._shared import SharedResultStore, backend_for, off_loop
 from .._store import MemoryStore, ResultStore
 from . import AsyncNext, Env, Next, Stage
 
@@ -100,9 +100,10 @@ class CacheStage(Stage):
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
         store = store_for(self.env, call)
-        hit, value = self._hit(call, store)
+        shared = isinstance(store, SharedResultStore)  # in a store: off the loop
+        hit, value = await off_loop(shared, self._hit, call, store)
         if hit:
             return value
         value = await call_next(call)
-        self._keep(call, store, value)
+        await off_loop(shared, self._keep, call, store, value)
         return value

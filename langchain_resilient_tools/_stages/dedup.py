@@ -41,7 +41,7 @@ from .._errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
 from .._key import call_key
 from .._policy import ResolvedPolicy
 from .._redact import redact
-from .._shared import backend_for, shared_begin
+from .._shared import backend_for, off_loop, shared_begin
 from .._state import LEDGER_KEY
 from .._truncate import text_of, truncate
 from . import AsyncNext, Env, Next, Stage
@@ -287,10 +287,11 @@ class DedupStage(Stage):
 
     async def _awrap_on(self, call: Call, call_next: AsyncNext) -> Any:
         key = call_key(call)
-        action, entry, waiter, end, abort = self._decide(call, key)
+        shared = backend_for(self.env, call) is not None  # the ledger is in a store
+        action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
         if waiter is not None:
             await asyncio.wait({asyncio.wrap_future(waiter)}, timeout=_wait_limit(call))
-            action, entry, waiter, end, abort = self._decide(call, key)
+            action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
         answered, answer = self._settle(call, action, entry)
         if answered:
             return answer
@@ -299,10 +300,10 @@ class DedupStage(Stage):
         try:
             value = await call_next(call)
         except Exception as exc:
-            end(None, exc)
+            await off_loop(shared, end, None, exc)
             raise
         except BaseException:
-            abort()
+            abort()  # cancelled: recorded at once, no further await
             raise
-        end(value, None)
+        await off_loop(shared, end, value, None)
         return value

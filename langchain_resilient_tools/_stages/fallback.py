@@ -26,6 +26,7 @@ from .._errors import ResilienceSignal
 from .._health import is_service_failure, surely_not_executed
 from .._key import call_key
 from .._policy import ResolvedPolicy
+from .._shared import backend_for, off_loop
 from . import AsyncNext, Next, Stage
 from .cache import reissue, store_for
 
@@ -93,7 +94,8 @@ class FallbackStage(Stage):
         try:
             return await call_next(call)
         except ResilienceSignal as exc:
-            value = self.answer(call, exc)
+            shared = backend_for(self.env, call) is not None  # a stale result in a store
+            value = await off_loop(shared, self.answer, call, exc)
             if value is _NOTHING:
                 raise
             return value

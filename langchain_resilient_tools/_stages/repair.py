@@ -18,6 +18,15 @@ from .._validate import tool_schema
 from . import BeforeStage
 
 _MAX_LISTED = 4
+DROPPED = "dropped"
+"""``call.extras`` key: the names of the unknown arguments repair dropped (for the envelope
+of a call that still fails validation)."""
+
+
+def note_dropped(call: Call, names: tuple[str, ...] | list[str]) -> None:
+    """Remember that repair dropped the arguments `names` from `call`."""
+    if names:
+        call.extras.setdefault(DROPPED, []).extend(names)
 
 
 def repair(call: Call) -> None:
@@ -44,6 +53,7 @@ def repair(call: Call) -> None:
         return
     call.args = _without(result.args, hidden) if hidden else result.args
     call.parse_error = None
+    note_dropped(call, result.dropped)
     record = call.record
     record.repairs.extend(result.repairs)
     if record.repairs:
