@@ -39,12 +39,12 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
-from langchain_resilient_tools._pipeline import Pipeline
-from langchain_resilient_tools._policy import PolicyResolver
-from langchain_resilient_tools._stages import Stage
-from langchain_resilient_tools._stages.checks import ChecksStage
-from langchain_resilient_tools._stages.dedup import DedupStage
 from langchain_resilient_tools.checks import empty_field, empty_result, error_prefix, mcp_is_error
+from langchain_resilient_tools.core.policy import PolicyResolver
+from langchain_resilient_tools.pipeline.checks import ChecksStage
+from langchain_resilient_tools.pipeline.dedup.stage import DedupStage
+from langchain_resilient_tools.pipeline.driver import Pipeline
+from langchain_resilient_tools.pipeline.stage import Stage
 
 from . import _util
 

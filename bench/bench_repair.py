@@ -27,8 +27,8 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
-from langchain_resilient_tools._repair import repair_call
-from langchain_resilient_tools._validate import check, tool_schema
+from langchain_resilient_tools.pipeline.repair.logic import repair_call
+from langchain_resilient_tools.pipeline.validate.logic import check, tool_schema
 
 from ._util import per_call_us
 

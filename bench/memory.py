@@ -27,8 +27,8 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
-from langchain_resilient_tools._call import Call
-from langchain_resilient_tools._pipeline import Pipeline
+from langchain_resilient_tools.core.call import Call
+from langchain_resilient_tools.pipeline.driver import Pipeline
 
 from . import _util
 from .overhead import _DIRECT_CONFIG, TOOL_NAME, make_tool

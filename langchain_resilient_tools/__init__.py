@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ToolErrorType, UsageError
-from ._policy import AdaptiveTimeout, BreakerPolicy, RetryPolicy, ToolPolicy
-from ._testing import set_testing
-from ._tool import ResilientTool
+from .adapters.tool import ResilientTool
+from .core.errors import ToolErrorType, UsageError
+from .core.policy import AdaptiveTimeout, BreakerPolicy, RetryPolicy, ToolPolicy
+from .core.testing import set_testing
 
 if TYPE_CHECKING:
-    from ._middleware import ResilientToolsMiddleware
-    from ._node import ResilientToolNode
-    from ._state import ResilientToolsState
+    from .adapters.middleware import ResilientToolsMiddleware
+    from .adapters.node import ResilientToolNode
+    from .state.graph import ResilientToolsState
 
 __all__ = [
     "AdaptiveTimeout",
@@ -46,16 +46,16 @@ AGENTS_HINT = (
 
 def __getattr__(name: str) -> Any:
     if name == "ResilientToolNode":
-        from ._node import ResilientToolNode
+        from .adapters.node import ResilientToolNode
 
         return ResilientToolNode
     if name == "ResilientToolsState":
-        from ._state import ResilientToolsState
+        from .state.graph import ResilientToolsState
 
         return ResilientToolsState
     if name == "ResilientToolsMiddleware":
         try:
-            from ._middleware import ResilientToolsMiddleware
+            from .adapters.middleware import ResilientToolsMiddleware
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.split(".")[0] != "langchain":
                 raise

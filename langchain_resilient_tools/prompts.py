@@ -10,7 +10,7 @@ the pipeline, or let `with_tool_error_guidance` append it::
 
 from __future__ import annotations
 
-from ._errors import ToolErrorType
+from .core.errors import ToolErrorType
 
 __all__ = ["ERROR_TYPE_GUIDANCE", "TOOL_ERROR_GUIDANCE", "with_tool_error_guidance"]
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from ._errors import ToolErrorType, UsageError
-from ._state import ERRORS_KEY
+from .core.errors import ToolErrorType, UsageError
+from .state.graph import ERRORS_KEY
 
 __all__ = ["recent_tool_errors", "route_on_tool_errors"]
 

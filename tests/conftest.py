@@ -26,7 +26,7 @@ from langchain_resilient_tools import (
     ToolPolicy,
     set_testing,
 )
-from langchain_resilient_tools._policy import PolicyResolver
+from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.testing import ScriptedChatModel
 
 ADAPTERS = ("node", "tool", "middleware")

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from langchain_resilient_tools import ToolPolicy
-from langchain_resilient_tools._adaptive import LatencyHistory, percentile
-from langchain_resilient_tools._policy import AdaptiveTimeout
+from langchain_resilient_tools.core.policy import AdaptiveTimeout
+from langchain_resilient_tools.runtime.adaptive import LatencyHistory, percentile
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness

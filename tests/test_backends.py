@@ -14,13 +14,13 @@ from langchain_core.messages import ToolMessage
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import BreakerPolicy, RetryPolicy, ToolPolicy
-from langchain_resilient_tools._backend import (
+from langchain_resilient_tools.core.errors import UsageError
+from langchain_resilient_tools.state.backend import (
     BackendError,
     MemoryBackend,
     StoreBackend,
     as_backend,
 )
-from langchain_resilient_tools._errors import UsageError
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness

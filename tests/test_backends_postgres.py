@@ -19,9 +19,9 @@ import psycopg
 import pytest
 from langgraph.store.postgres import PostgresStore
 
-from langchain_resilient_tools._backend import TABLE, as_backend
-from langchain_resilient_tools._pgbackend import PostgresBackend
-from langchain_resilient_tools._shared import NS_BREAKER
+from langchain_resilient_tools.pipeline.shared import NS_BREAKER
+from langchain_resilient_tools.state.backend import TABLE, as_backend
+from langchain_resilient_tools.state.postgres import PostgresBackend
 from tests import _pg_workers, pg
 
 
@@ -138,7 +138,7 @@ def test_claim_is_atomic_and_ttls_hold(pg_url: str, db: Any) -> None:
 
 
 def test_an_unreachable_server_is_a_backend_error(pg_url: str) -> None:
-    from langchain_resilient_tools._backend import BackendError
+    from langchain_resilient_tools.state.backend import BackendError
 
     conn = psycopg.connect(pg_url, autocommit=True)
     backend = PostgresBackend(PostgresStore(conn))

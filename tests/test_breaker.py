@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from langchain_resilient_tools import BreakerPolicy, RetryPolicy, ToolPolicy
-from langchain_resilient_tools._breaker import (
+from langchain_resilient_tools.core.errors import CircuitOpen
+from langchain_resilient_tools.pipeline.breaker.machine import (
     CLOSED,
     HALF_OPEN,
     OPEN,
@@ -18,7 +19,6 @@ from langchain_resilient_tools._breaker import (
     CircuitBreaker,
     Ticket,
 )
-from langchain_resilient_tools._errors import CircuitOpen
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_resilient_tools import ToolPolicy
-from langchain_resilient_tools._store import MemoryStore
+from langchain_resilient_tools.state.results import MemoryStore
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
@@ -77,8 +77,8 @@ def test_writes_are_never_cached(harness: Harness) -> None:
 
 
 def test_pipeline_hook_sees_cache_hits() -> None:
-    from langchain_resilient_tools._pipeline import Outcome, Pipeline
-    from langchain_resilient_tools._policy import PolicyResolver
+    from langchain_resilient_tools.core.policy import PolicyResolver
+    from langchain_resilient_tools.pipeline.driver import Outcome, Pipeline
 
     outcomes: list[Outcome] = []
     pipeline = Pipeline(

@@ -10,13 +10,13 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
 from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
-from langchain_resilient_tools._stages.checks import first_reason
 from langchain_resilient_tools.checks import (
     empty_field,
     empty_result,
     error_prefix,
     mcp_is_error,
 )
+from langchain_resilient_tools.pipeline.checks import first_reason
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.tools import CALLS, counted

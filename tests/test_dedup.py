@@ -12,11 +12,17 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import ToolException
 
 from langchain_resilient_tools import ResilientTool, ToolPolicy
-from langchain_resilient_tools._call import Call, CallRecord
-from langchain_resilient_tools._dedup import Action, Entry, Ledger, decide, effective_mode
-from langchain_resilient_tools._errors import UsageError
-from langchain_resilient_tools._key import call_key
-from langchain_resilient_tools._policy import ResolvedPolicy
+from langchain_resilient_tools.core.call import Call, CallRecord
+from langchain_resilient_tools.core.errors import UsageError
+from langchain_resilient_tools.core.key import call_key
+from langchain_resilient_tools.core.policy import ResolvedPolicy
+from langchain_resilient_tools.pipeline.dedup.logic import (
+    Action,
+    Entry,
+    Ledger,
+    decide,
+    effective_mode,
+)
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.tools import CALLS, counted, failing_tool, flaky_tool, ok_tool
@@ -296,7 +302,7 @@ def test_block_mode_escalates_and_previews() -> None:
 
 
 def test_reuse_ttl_expires() -> None:
-    from langchain_resilient_tools._stages.dedup import DedupStage
+    from langchain_resilient_tools.pipeline.dedup.stage import DedupStage
 
     now = [0.0]
     wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup_ttl=60))
@@ -310,7 +316,7 @@ def test_reuse_ttl_expires() -> None:
 
 
 def test_memory_is_bounded_by_max_entries() -> None:
-    from langchain_resilient_tools._stages.dedup import DedupStage
+    from langchain_resilient_tools.pipeline.dedup.stage import DedupStage
 
     wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup_max_entries=50))
     for i in range(200):
@@ -374,7 +380,7 @@ def test_many_parallel_identical_calls_are_decided_once(harness: Harness) -> Non
 
 
 def test_first_twins() -> None:
-    from langchain_resilient_tools._dedup import first_twins
+    from langchain_resilient_tools.pipeline.dedup.logic import first_twins
 
     calls = [
         tool_call("a", {"q": "x"}, id="1"),

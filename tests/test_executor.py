@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from langchain_resilient_tools._errors import AttemptTimeout, ThreadsExhausted
-from langchain_resilient_tools._executor import TimedRunner, WorkerPool, await_with_timeout
+from langchain_resilient_tools.core.errors import AttemptTimeout, ThreadsExhausted
+from langchain_resilient_tools.runtime.executor import TimedRunner, WorkerPool, await_with_timeout
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 

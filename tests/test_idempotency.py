@@ -20,15 +20,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
 from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
-from langchain_resilient_tools._call import Call, CallRecord
-from langchain_resilient_tools._errors import UsageError
-from langchain_resilient_tools._idempotency import (
+from langchain_resilient_tools.core.call import Call, CallRecord
+from langchain_resilient_tools.core.errors import UsageError
+from langchain_resilient_tools.core.idempotency import (
     IdempotencyInfo,
     derive_key,
     execution_args,
     key_for,
 )
-from langchain_resilient_tools._policy import PolicyResolver, ResolvedPolicy
+from langchain_resilient_tools.core.policy import PolicyResolver, ResolvedPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 

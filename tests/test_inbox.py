@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from langchain_resilient_tools._executor import TimedRunner, WorkerPool
-from langchain_resilient_tools._inbox import Inbox, inbox_for
+from langchain_resilient_tools.runtime.executor import TimedRunner, WorkerPool
+from langchain_resilient_tools.runtime.inbox import Inbox, inbox_for
 
 
 class CountingLoop(asyncio.SelectorEventLoop):

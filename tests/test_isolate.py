@@ -8,8 +8,8 @@ import time
 import pytest
 
 from langchain_resilient_tools import ResilientTool, ResilientToolNode, RetryPolicy, ToolPolicy
-from langchain_resilient_tools._errors import UsageError
-from langchain_resilient_tools._isolate import prewarm, run_isolated
+from langchain_resilient_tools.core.errors import UsageError
+from langchain_resilient_tools.runtime.isolate import prewarm, run_isolated
 from langchain_resilient_tools.testing import tool_call
 from tests._isolated_tools import hang_tool, lookup_tool
 from tests.conftest import Harness

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from langchain_resilient_tools._job import Job
+from langchain_resilient_tools.runtime.job import Job
 
 
 def on_thread(job: Job[Any]) -> threading.Thread:

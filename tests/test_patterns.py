@@ -7,7 +7,7 @@ import json
 import pytest
 
 from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
-from langchain_resilient_tools._policy import PolicyResolver, pattern_specificity
+from langchain_resilient_tools.core.policy import PolicyResolver, pattern_specificity
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.tools import CALLS, flaky_tool

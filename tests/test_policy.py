@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
-from langchain_resilient_tools._policy import PolicyResolver, infer_idempotent
+from langchain_resilient_tools.core.policy import PolicyResolver, infer_idempotent
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_resolver_rejects_wrong_types() -> None:
 
 def test_misspelt_policy_name_fails_at_node_construction() -> None:
     from langchain_resilient_tools import ResilientToolNode
-    from langchain_resilient_tools._errors import UsageError
+    from langchain_resilient_tools.core.errors import UsageError
     from tests.tools import ok_tool
 
     tools = [ok_tool("get_weather"), ok_tool("search_docs")]
@@ -113,7 +113,7 @@ def test_misspelt_policy_name_fails_on_the_middleware_first_call(mode: str) -> N
     from langchain_core.messages import AIMessage, HumanMessage
 
     from langchain_resilient_tools import ResilientToolsMiddleware
-    from langchain_resilient_tools._errors import UsageError
+    from langchain_resilient_tools.core.errors import UsageError
     from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
     from tests.tools import CALLS, ok_tool
 

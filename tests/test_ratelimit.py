@@ -16,8 +16,8 @@ import requests
 from langchain_core import rate_limiters
 
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
-from langchain_resilient_tools._ratelimit import is_rate_limited, retry_after
-from langchain_resilient_tools._stages import limit
+from langchain_resilient_tools.core.hints import is_rate_limited, retry_after
+from langchain_resilient_tools.pipeline import limit
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
@@ -288,7 +288,7 @@ def test_a_rate_in_calls_per_second_uses_langchains_limiter() -> None:
 
 
 def test_slots_hand_over_in_order_and_never_leak() -> None:
-    from langchain_resilient_tools._slots import Slots
+    from langchain_resilient_tools.runtime.slots import Slots
 
     slots = Slots(1)
     assert slots.acquire(None) and slots.in_use == 1

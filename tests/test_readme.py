@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from langchain_resilient_tools import BreakerPolicy, RetryPolicy, ToolPolicy
-from langchain_resilient_tools._policy import AdaptiveTimeout
+from langchain_resilient_tools.core.policy import AdaptiveTimeout
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)

@@ -1,4 +1,4 @@
-"""Tests for `langchain_resilient_tools._redact`: secrets, tracebacks, paths and reprs never
+"""Tests for `langchain_resilient_tools.text.redact`: secrets, tracebacks, paths and reprs never
 reach the model, while the human-readable part of a message survives."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from langchain_resilient_tools._redact import looks_secret_key, mask_value, redact
+from langchain_resilient_tools.text.redact import looks_secret_key, mask_value, redact
 
 JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0"

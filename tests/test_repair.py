@@ -12,11 +12,16 @@ from hypothesis import strategies as st
 from langchain_core.tools import BaseTool, StructuredTool
 
 from langchain_resilient_tools import ToolPolicy
-from langchain_resilient_tools._pipeline import STAGES
-from langchain_resilient_tools._repair import MAX_REPAIR_CHARS, fits, repair_call, schema_facts
-from langchain_resilient_tools._stages.admit import AdmitStage
-from langchain_resilient_tools._stages.repair import RepairStage
-from langchain_resilient_tools._stages.validate import ValidateStage
+from langchain_resilient_tools.pipeline.admit import AdmitStage
+from langchain_resilient_tools.pipeline.driver import STAGES
+from langchain_resilient_tools.pipeline.repair.logic import (
+    MAX_REPAIR_CHARS,
+    fits,
+    repair_call,
+    schema_facts,
+)
+from langchain_resilient_tools.pipeline.repair.stage import RepairStage
+from langchain_resilient_tools.pipeline.validate.stage import ValidateStage
 from langchain_resilient_tools.testing import invalid_call, tool_call
 from tests.conftest import Harness
 from tests.tools import CALLS, counted

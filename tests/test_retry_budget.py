@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
-from langchain_resilient_tools._budget import RetryBudget
+from langchain_resilient_tools.pipeline.retry.budget import RetryBudget
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness

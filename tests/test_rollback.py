@@ -13,7 +13,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
 from langchain_resilient_tools import ResilientToolNode, ResilientToolsState, ToolPolicy
-from langchain_resilient_tools._rollback import ROLLBACK_META, rollback_update
+from langchain_resilient_tools.adapters.rollback import ROLLBACK_META, rollback_update
 from langchain_resilient_tools.checks import empty_result
 from langchain_resilient_tools.routing import recent_tool_errors, route_on_tool_errors
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call

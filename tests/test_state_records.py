@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from langchain_resilient_tools import ResilientToolNode
-from langchain_resilient_tools._state import append_records
+from langchain_resilient_tools.state.graph import append_records
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 from tests.tools import failing_tool
 

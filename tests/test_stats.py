@@ -9,7 +9,7 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
-from langchain_resilient_tools._stats import CallEvent, Stats, percentile
+from langchain_resilient_tools.observe.stats import CallEvent, Stats, percentile
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.tools import failing_tool, flaky_tool, hung_sync_tool, ok_tool

@@ -15,7 +15,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
-from langchain_resilient_tools._steploop import step_loop
+from langchain_resilient_tools.runtime.steploop import step_loop
 from langchain_resilient_tools.testing import tool_call
 
 

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from langchain_resilient_tools import set_testing
-from langchain_resilient_tools._testing import asleep, is_testing, sleep
+from langchain_resilient_tools.core.testing import asleep, is_testing, sleep
 
 
 def test_nested_modes_restore_the_previous_one() -> None:

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from langchain_resilient_tools import ToolPolicy
-from langchain_resilient_tools._truncate import truncate, truncate_text
 from langchain_resilient_tools.testing import tool_call
+from langchain_resilient_tools.text.truncate import truncate, truncate_text
 from tests.conftest import Harness
 from tests.tools import counted
 

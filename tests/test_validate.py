@@ -12,13 +12,18 @@ from langgraph.prebuilt import InjectedState
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from langchain_resilient_tools import ToolPolicy
-from langchain_resilient_tools._call import CallRecord
-from langchain_resilient_tools._classify import classify
-from langchain_resilient_tools._errors import ToolRaised
-from langchain_resilient_tools._pipeline import Pipeline
-from langchain_resilient_tools._policy import PolicyResolver
-from langchain_resilient_tools._validate import PROBLEMS, check, compile_tool, from_pydantic
+from langchain_resilient_tools.core.call import CallRecord
+from langchain_resilient_tools.core.errors import ToolRaised
+from langchain_resilient_tools.core.policy import PolicyResolver
+from langchain_resilient_tools.pipeline.driver import Pipeline
+from langchain_resilient_tools.pipeline.validate.logic import (
+    PROBLEMS,
+    check,
+    compile_tool,
+    from_pydantic,
+)
 from langchain_resilient_tools.testing import invalid_call, tool_call
+from langchain_resilient_tools.text.classify import classify
 from tests.conftest import Harness
 from tests.tools import CALLS, counted
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from langchain_resilient_tools._breaker import BreakerState
-from langchain_resilient_tools._policy import BreakerPolicy
-from langchain_resilient_tools._window import SlidingCounts
+from langchain_resilient_tools.core.policy import BreakerPolicy
+from langchain_resilient_tools.pipeline.breaker.machine import BreakerState
+from langchain_resilient_tools.state.window import SlidingCounts
 
 
 def test_counts_are_forgotten_within_the_last_slice_of_the_window() -> None:

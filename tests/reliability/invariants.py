@@ -18,7 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
-from langchain_resilient_tools._executor import default_runner, dispatch_pool
+from langchain_resilient_tools.runtime.executor import default_runner, dispatch_pool
 from langchain_resilient_tools.testing import invalid_call, tool_call
 from tests.conftest import Harness
 from tests.reliability.faults import (

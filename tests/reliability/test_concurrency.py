@@ -16,7 +16,7 @@ from langchain_resilient_tools import (
     ResilientToolsState,
     ToolPolicy,
 )
-from langchain_resilient_tools._executor import default_runner, dispatch_pool
+from langchain_resilient_tools.runtime.executor import default_runner, dispatch_pool
 from langchain_resilient_tools.testing import tool_call
 from tests.reliability.invariants import STATS
 

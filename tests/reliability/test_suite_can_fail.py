@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from langchain_resilient_tools._call import Call
-from langchain_resilient_tools._errors import AttemptTimeout, ToolRaised
-from langchain_resilient_tools._stages import retry
+from langchain_resilient_tools.core.call import Call
+from langchain_resilient_tools.core.errors import AttemptTimeout, ToolRaised
+from langchain_resilient_tools.pipeline.retry import stage as retry
 from tests.conftest import Harness
 from tests.reliability.faults import CallSpec, Scenario, ToolSpec
 from tests.reliability.invariants import STATS, check_scenario

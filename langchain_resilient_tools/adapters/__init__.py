@@ -1,0 +1,1 @@
+"""The three ways in: `ResilientToolNode`, `ResilientTool`, the middleware."""

@@ -1,0 +1,279 @@
+"""`ResilientToolsMiddleware`: the pipeline inside `langchain.agents.create_agent`.
+
+Tool calls enter through the middleware's `wrap_tool_call`/`awrap_tool_call`. Calls
+the model could not format (``AIMessage.invalid_tool_calls``) never reach the tool
+node, so `after_model` handles them: one whose arguments can be repaired is moved into
+the message's ``tool_calls`` (same id) and runs like any other; the others are answered
+with ``malformed_call``, and the agent goes back to the model when no call is left to run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, cast
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
+from langchain.agents.middleware.types import ModelRequest, ModelResponse, ToolCallRequest
+from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+from typing_extensions import NotRequired
+
+from ..core.call import Call
+from ..core.idempotency import keyed_request
+from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
+from ..core.tools import thread_id_of
+from ..observe.stats import StatsSnapshot
+from ..pipeline.driver import Outcome, Pipeline
+from ..pipeline.repair.logic import Repaired, repair_call
+from ..pipeline.repair.stage import note_dropped
+from ..pipeline.validate.logic import tool_schema
+from ..runtime.deadline import deadline_of
+from ..runtime.executor import TimedRunner
+from ..runtime.isolate import check_isolated
+from ..runtime.offload import bridged, offloaded
+from ..state.graph import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
+from ..text.envelope import failure_message, success_message, take_error_record
+from .rollback import annotate, pop_ledger, rollback_update
+
+
+class ResilientAgentState(AgentState[Any]):
+    """The agent state plus ``tool_errors``, the appended error records."""
+
+    tool_errors: NotRequired[Annotated[list[dict[str, Any]], append_records]]
+    tool_ledger: NotRequired[Annotated[dict[str, Any], merge_ledger]]
+
+
+def _never_runs(call: Call) -> Any:
+    raise AssertionError("a malformed call is answered before it could run")
+
+
+class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
+    """Runs every tool call of a `create_agent` agent through the resilience pipeline.
+
+    Args:
+        policy: The default `ToolPolicy` of every tool.
+        policies: ``{tool_name: ToolPolicy}``, overriding fields of `policy` per tool.
+        patterns: ``{fnmatch_pattern: ToolPolicy}``, defaults by tool name (e.g.
+            ``"search_*"``) between `policy` and `policies`; see `PolicyResolver`.
+        store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which breakers,
+            dedup ledger and caches are shared by every worker; `None` keeps them
+            in-process (see `ToolPolicy.state_backend`).
+    """
+
+    state_schema = ResilientAgentState
+
+    def __init__(
+        self,
+        *,
+        policy: ToolPolicy | None = None,
+        policies: Mapping[str, ToolPolicy] | None = None,
+        patterns: Mapping[str, ToolPolicy] | None = None,
+        runner: TimedRunner | None = None,
+        store: Any = None,
+    ) -> None:
+        super().__init__()
+        self.pipeline = Pipeline(
+            PolicyResolver(policy, policies, patterns), runner=runner, store=store
+        )  # store: shared breaker/dedup/caches across workers (`state.backend`)
+        self._agent_tools: dict[str, BaseTool] = {}
+        self._names_checked = False
+        self._carried: dict[str, Repaired] = {}
+        """Repairs made to invalid calls in `after_model`, by call id, until they run."""
+
+    def stats(self) -> StatsSnapshot:
+        """Per-tool statistics of the calls made through this middleware (a snapshot)."""
+        return self.pipeline.stats()
+
+    def _remember_tools(self, request: ModelRequest[Any]) -> None:
+        # The agent's tools are only visible on model requests; invalid calls need them.
+        if len(self._agent_tools) != len(request.tools):
+            tools = {t.name: t for t in request.tools if isinstance(t, BaseTool)}
+            # The middleware first sees the agent's tools here: isolate=True on a tool
+            # that cannot be pickled raises before the first tool call.
+            check_isolated(self.pipeline.resolver, tools.values())
+            self._agent_tools = tools
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        self._remember_tools(request)
+        return handler(request)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        self._remember_tools(request)
+        return await handler(request)
+
+    def _new_call(self, request: ToolCallRequest) -> Call:
+        tc = request.tool_call
+        runtime = request.runtime
+        tools = getattr(runtime, "tools", None) or []
+        if not self._names_checked and tools:
+            # Every tool of the agent is known here (a model request may see fewer).
+            check_policy_names(self.pipeline.resolver, [t.name for t in tools])
+            self._names_checked = True
+        call = self.pipeline.new_call(
+            call_id=tc["id"] or "",
+            name=tc["name"],
+            args=dict(tc["args"]),
+            tool=request.tool,
+            valid_tools=[t.name for t in tools if hasattr(t, "name")],
+            thread_id=thread_id_of(getattr(runtime, "config", None)),
+            deadline=deadline_of(getattr(runtime, "config", None)),
+            state=request.state,
+            store=getattr(runtime, "store", None),
+        )
+        carried = self._carried.pop(call.id, None)  # repaired in `after_model`
+        if carried is not None:
+            call.record.repairs.extend(carried.repairs)
+            note_dropped(call, carried.dropped)
+        return call
+
+    @staticmethod
+    def _answer(outcome: Outcome) -> ToolMessage | Command[Any]:
+        if outcome.failure is None:
+            # A list of Commands/ToolMessages (a form ToolNode supports) passes as it is.
+            answer: Any = annotate(success_message(outcome.value, outcome.call), outcome)
+            entries = pop_ledger([answer]) if isinstance(answer, ToolMessage) else None
+            if not entries:
+                return cast("ToolMessage | Command[Any]", answer)
+            return Command(update={"messages": [answer], LEDGER_KEY: {"dedup": entries}})
+        message = annotate(failure_message(outcome.failure, outcome.call), outcome)
+        update: dict[str, Any] = {
+            "messages": [message],
+            ERRORS_KEY: [take_error_record(message)],
+        }
+        entries = pop_ledger([message])
+        if entries:
+            update[LEDGER_KEY] = {"dedup": entries}
+        return Command(update=update)
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        call = self._new_call(request)
+        call.run = lambda c: handler(
+            bridged(keyed_request(request, c, {**request.tool_call, "args": c.args}), c)
+        )
+        return self._answer(self.pipeline.run(call))
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        call = self._new_call(request)
+        runner = self.pipeline.env.runner
+        call.arun = lambda c: handler(
+            offloaded(keyed_request(request, c, {**request.tool_call, "args": c.args}), c, runner)
+        )
+        return self._answer(await self.pipeline.arun(call))
+
+    @hook_config(can_jump_to=["model"])
+    def after_model(
+        self, state: ResilientAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        messages = state["messages"]
+        last = messages[-1] if messages else None
+        if not isinstance(last, AIMessage) or not last.invalid_tool_calls:
+            return None
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        names = list(self._agent_tools)
+        replies: list[ToolMessage] = []
+        moved: list[ToolCall] = []
+        for bad in last.invalid_tool_calls:
+            if not bad.get("id") or bad["id"] in answered:
+                continue
+            fixed = self._repaired(bad)
+            if fixed is not None:  # runs like any other call, answered under its own id
+                moved.append(fixed)
+                continue
+            call = self.pipeline.new_call(
+                call_id=bad["id"] or "",
+                name=bad.get("name") or "",
+                args={},
+                tool=self._agent_tools.get(bad.get("name") or ""),
+                valid_tools=names,
+                raw_args=bad.get("args"),
+                parse_error=bad.get("error") or "the arguments are not valid JSON",
+                passthrough_unknown=True,
+            )
+            call.run = _never_runs
+            outcome = self.pipeline.run(call)
+            assert outcome.failure is not None
+            replies.append(failure_message(outcome.failure, outcome.call))
+        if not replies and not moved:
+            return None
+        update: dict[str, Any] = {"messages": replies}
+        if replies:
+            update[ERRORS_KEY] = [take_error_record(r) for r in replies]
+        if moved:  # the same id, so that add_messages replaces the model's message
+            ids = {tc["id"] for tc in moved}
+            fixed_ai = last.model_copy(
+                update={
+                    "tool_calls": [*last.tool_calls, *moved],
+                    "invalid_tool_calls": [
+                        b for b in last.invalid_tool_calls if b.get("id") not in ids
+                    ],
+                }
+            )
+            update["messages"] = [fixed_ai, *replies]
+        if not last.tool_calls and not moved:
+            update["jump_to"] = "model"
+        return update
+
+    def _repaired(self, bad: InvalidToolCall) -> ToolCall | None:
+        """An invalid call as a valid one, when its arguments can be repaired."""
+        name = bad.get("name") or ""
+        tool = self._agent_tools.get(name)
+        raw = bad.get("args")
+        if tool is None or raw is None or not bad.get("id"):
+            return None
+        policy = self.pipeline.resolver.resolve(name).policy
+        result = repair_call(
+            raw, tool_schema(tool).facts, policy.aliases, unknown_args=policy.unknown_args
+        )
+        if result.args is None:
+            return None
+        if len(self._carried) > 1024:
+            self._carried.clear()
+        self._carried[bad["id"] or ""] = result
+        return ToolCall(name=name, args=result.args, id=bad["id"], type="tool_call")
+
+    async def aafter_model(
+        self, state: ResilientAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self.after_model(state, runtime)
+
+    def before_model(
+        self, state: ResilientAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Roll back the last tool turn when a result asked for it (see `adapters.rollback`)."""
+        messages = state["messages"]
+        if not messages or not isinstance(messages[-1], ToolMessage):
+            return None
+        start = max((i for i, msg in enumerate(messages) if isinstance(msg, AIMessage)), default=-1)
+        answers = [msg for msg in messages[start + 1 :] if isinstance(msg, ToolMessage)]
+        ledger: Any = state.get(LEDGER_KEY) or {}
+        count = int(ledger.get("rollbacks", 0) or 0)
+        replacement, new_count = rollback_update(messages, answers, count)
+        update: dict[str, Any] = {}
+        if replacement is not None:
+            update["messages"] = replacement
+        if new_count != count:
+            update[LEDGER_KEY] = {"rollbacks": new_count}
+        return update or None
+
+    async def abefore_model(
+        self, state: ResilientAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)

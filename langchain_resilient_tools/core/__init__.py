@@ -1,0 +1,1 @@
+"""The vocabulary every layer shares: errors, policies, the call, tool facts, keys."""

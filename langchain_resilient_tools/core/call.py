@@ -1,0 +1,106 @@
+"""The pipeline's own view of one tool call, independent of the adapter that made it.
+
+Adapters convert LangGraph's request (or a plain invocation) into a `Call`; stages read
+and annotate it; the formatter turns the outcome into a `ToolMessage`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.tools import BaseTool
+
+from .errors import ToolErrorType
+from .policy import ResolvedPolicy
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """What happened to one call: kept in ``response_metadata["resilience"]``."""
+
+    tool: str
+    call_id: str
+    attempts: int = 0
+    outcome: str = "pending"
+    """``success`` or ``error``."""
+    error: ToolErrorType | None = None
+    served_by: str = "tool"
+    """``tool``, or what answered instead (``dedup``, ``cache``, ``stale_cache``, ``fallback``)."""
+    repairs: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    """Short sentences shown to the model before a successful result."""
+    duration_ms: float = 0.0
+    started_at: float = field(default_factory=time.time)
+    queued_ms: float = 0.0
+    """Time spent waiting for a slot or a token of the tool's client-side limits."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "call_id": self.call_id,
+            "attempts": self.attempts,
+            "outcome": self.outcome,
+            "error": self.error.value if self.error else None,
+            "served_by": self.served_by,
+            "repairs": list(self.repairs),
+            "duration_ms": round(self.duration_ms, 3),
+            "started_at": self.started_at,
+            **({"queued_ms": round(self.queued_ms, 3)} if self.queued_ms else {}),
+        }
+
+
+@dataclass(slots=True)
+class Call:
+    """One tool call on its way through the pipeline."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    """The arguments as the model sent them (after repair, once repaired)."""
+    tool: BaseTool | None
+    resolved: ResolvedPolicy
+    record: CallRecord
+    raw_args: str | None = None
+    """For a call the model could not format: its raw argument text."""
+    parse_error: str | None = None
+    """For a call the model could not format: why it did not parse."""
+    thread_id: str | None = None
+    state: Any = None
+    """The graph state, when the call came through a graph."""
+    valid_tools: tuple[str, ...] = ()
+    injected: dict[str, Any] = field(default_factory=dict)
+    """Arguments injected by the runtime (state, store, ...): passed on, never shown."""
+    run: Callable[[Call], Any] | None = None
+    """Sync execution of the tool with ``call.args``, supplied by the adapter."""
+    arun: Callable[[Call], Awaitable[Any]] | None = None
+    """Async execution of the tool with ``call.args``, supplied by the adapter."""
+    offload: bool = False
+    """In async mode, run the sync `run` on the worker pool instead of `arun`."""
+    passthrough_unknown: bool = False
+    """Let a call to an unknown tool reach `run` (a user wrapper may answer it)."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Scratch space for stages (keyed by stage name)."""
+    schemaless: bool = False
+    """The input is not an argument dict (a plain string to a one-input tool): repair
+    and validation leave it alone."""
+    store: Any = None
+    """The graph's `BaseStore` (``runtime.store``), if the call came through a graph with one."""
+    tool_validates: bool = False
+    """The tool's own argument validation answers, not the pipeline's: its errors then
+    reach the adapter's error handling as the tool raised them (a node with its own
+    ``handle_tool_errors``, or a tool with ``handle_validation_error``)."""
+    deadline: float | None = None
+    """Absolute `policy.clock` time by which the whole call must be answered, if any."""
+    started: float | None = None
+    """`policy.clock` time at which the call started (set with its deadline)."""
+
+    @property
+    def idempotent(self) -> bool:
+        return self.resolved.idempotent
+
+    @property
+    def malformed(self) -> bool:
+        return self.parse_error is not None

@@ -1,0 +1,184 @@
+"""Error vocabulary: what the model is told (`ToolErrorType`) and the internal signals.
+
+The model-facing side is the `ToolErrorType` enum: the ``error`` key of every envelope.
+The pipeline side is a small exception tree. Stages raise these to say *why* a call
+failed; `text.classify.classify` is the one place that maps them, and every foreign
+exception, to an envelope::
+
+    ResilienceSignal                  base of everything the pipeline raises itself
+    ├── ToolRaised                    the tool (or the layers under us) raised: `.original`
+    ├── AttemptTimeout                one attempt ran past its timeout
+    │                                 (`.started` says whether the tool had begun)
+    ├── ThreadsExhausted              the tool already holds too many abandoned threads
+    ├── UnknownTool                   no tool by that name
+    ├── MalformedCall                 the arguments could not be parsed
+    ├── InvalidArguments              the arguments do not fit the schema (`.fields`)
+    ├── CircuitOpen                   the tool's breaker is open (`.retry_after_s`)
+    ├── DuplicateCall                 a repeat that must not run again
+    ├── OutcomeStillUnknown           a re-run of a write whose first run is unconfirmed
+    ├── LowQualityResult              a successful call whose result is useless
+    ├── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
+    └── SessionUnavailable            a session-bound tool's event loop cannot run a sync call
+
+`UsageError` is developer-facing: a wrong configuration raises it at construction time
+and it never reaches the model. So is an exception marked `for_author` (a wiring bug of
+the graph, such as a tool returning an invalid `Command`): it passes through the
+pipeline as control flow does, and the graph raises it as `ToolNode` would.
+
+`HandledByTool` is the error a tool answered *itself* (its own ``handle_tool_error`` or
+``handle_validation_error``): the tool's own message is the answer the model sees.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class ToolErrorType(str, enum.Enum):
+    """The ``error`` value of the envelope the model sees."""
+
+    INVALID_ARGUMENTS = "invalid_arguments"
+    MALFORMED_CALL = "malformed_call"
+    UNKNOWN_TOOL = "unknown_tool"
+    TIMEOUT = "timeout"
+    UNKNOWN_OUTCOME = "unknown_outcome"
+    TRANSIENT_FAILURE = "transient_failure"
+    RATE_LIMITED = "rate_limited"
+    TOOL_ERROR = "tool_error"
+    CIRCUIT_OPEN = "circuit_open"
+    DUPLICATE_CALL = "duplicate_call"
+    LOW_QUALITY_RESULT = "low_quality_result"
+    INTERNAL_ERROR = "internal_error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_FOR_AUTHOR = "_lrt_for_author"
+
+
+def for_author(exc: BaseException) -> BaseException:
+    """Mark `exc` as a mistake only the graph's author can fix (it is raised, never
+    answered). The exception keeps its type and text, as `ToolNode` raises it."""
+    setattr(exc, _FOR_AUTHOR, True)
+    return exc
+
+
+def is_for_author(exc: BaseException) -> bool:
+    return getattr(exc, _FOR_AUTHOR, False) is True
+
+
+class UsageError(ValueError):
+    """A developer mistake in configuration; raised at construction, never shown to a model."""
+
+
+class ResilienceSignal(Exception):
+    """Base of the exceptions the pipeline raises to describe a failed call."""
+
+
+class ToolRaised(ResilienceSignal):
+    """The tool, or a layer below the pipeline, raised `original`."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(type(original).__name__)
+        self.original = original
+
+
+class AttemptTimeout(ResilienceSignal):
+    """One attempt did not finish within `timeout` seconds."""
+
+    def __init__(self, timeout: float, *, started: bool = True) -> None:
+        super().__init__(f"no answer within {timeout:g} s")
+        self.timeout = timeout
+        self.started = started
+
+
+class ThreadsExhausted(ResilienceSignal):
+    """The tool holds `abandoned` threads from earlier timeouts; it is not run again yet."""
+
+    def __init__(self, abandoned: int) -> None:
+        super().__init__(f"{abandoned} earlier calls are still running")
+        self.abandoned = abandoned
+
+
+class UnknownTool(ResilienceSignal):
+    """The model asked for a tool that does not exist."""
+
+    def __init__(self, name: str, valid: Sequence[str]) -> None:
+        super().__init__(name)
+        self.name = name
+        self.valid = list(valid)
+
+
+class MalformedCall(ResilienceSignal):
+    """The call's arguments could not be read as a JSON object."""
+
+    def __init__(self, reason: str, *, raw: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.raw = raw
+
+
+class InvalidArguments(ResilienceSignal):
+    """The arguments do not fit the tool's schema; `fields` lists each problem."""
+
+    def __init__(self, fields: Sequence[Mapping[str, Any]], *, summary: str = "") -> None:
+        super().__init__(summary or f"{len(fields)} argument problem(s)")
+        self.fields = [dict(f) for f in fields]
+        self.summary = summary
+
+
+class CircuitOpen(ResilienceSignal):
+    """The tool's circuit breaker is open; the tool was not called."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"circuit open for {retry_after_s:.1f} s")
+        self.retry_after_s = retry_after_s
+
+
+class OutcomeStillUnknown(ResilienceSignal):
+    """This very call ran before (a step re-run on resume) and its outcome is unknown."""
+
+
+class DuplicateCall(ResilienceSignal):
+    """The same call was made before and must not run again."""
+
+    def __init__(
+        self, *, previous: str | None, repeats: int, looping: bool = False, reason: str = "done"
+    ) -> None:
+        super().__init__("duplicate call")
+        self.previous = previous
+        self.repeats = repeats
+        self.looping = looping
+        self.reason = reason
+        """``done`` (it ran before), ``in_flight`` (still running) or ``unknown_outcome``."""
+
+
+class StateUnavailable(ResilienceSignal):
+    """The shared state store failed and the policy fails closed; the tool was not called."""
+
+    def __init__(self) -> None:
+        super().__init__("shared state store unavailable")
+
+
+class LowQualityResult(ResilienceSignal):
+    """The tool answered, but a result check found the answer useless."""
+
+    def __init__(self, reason: str, *, preview: str, value: Any = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.preview = preview
+        self.value = value
+
+
+class SessionUnavailable(ResilienceSignal):
+    """A tool bound to a session on another event loop cannot be run from this sync call:
+    that loop is closed or not running (``reason="closed"``), or it is blocked, usually
+    by this very call made from a coroutine on it (``reason="blocked"``). The tool was
+    not called."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"session loop {reason}")
+        self.reason = reason

@@ -1,0 +1,1 @@
+"""Statistics, plots, OpenTelemetry and callbacks of finished calls."""

@@ -1,0 +1,115 @@
+"""Observers of finished calls: statistics, OpenTelemetry, and LangChain callbacks.
+
+`Observer` belongs to one `Pipeline`. For every finished call it builds a `CallEvent`
+from the call's record, counts it in `stats`, exports it through OpenTelemetry (when
+installed), and dispatches a ``resilience`` custom event to the LangChain callbacks of
+the run the call belongs to, so traces (LangSmith, ...) show attempts, repairs and
+fallbacks. Observers never make a call fail.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    get_callback_manager_for_config,
+    var_child_runnable_config,
+)
+
+from ..core.call import CallRecord
+from . import otel as _otel
+from .stats import CallEvent, Stats
+
+UNKNOWN_TOOL_LABEL = "<unknown>"
+"""The one `tool` label (stats row, metric attribute) of every call to a tool that does not exist."""
+
+EVENT_NAME = "resilience"
+"""Name of the LangChain custom event dispatched for every finished call."""
+
+log = logging.getLogger(__name__)
+
+
+class Observer:
+    """Feeds the statistics and exporters of one pipeline."""
+
+    def __init__(self, stages: Sequence[Any]) -> None:
+        self.stats = Stats()
+        self._breakers = [
+            peek
+            for stage in stages
+            if (peek := getattr(getattr(stage, "breakers", None), "peek", None)) is not None
+        ]
+
+    def breaker_state(self, tool: str) -> str | None:
+        """The state of `tool`'s breaker in this pipeline, if a breaker stage made one."""
+        for peek in self._breakers:
+            state = getattr(peek(tool), "state", None)
+            return state if isinstance(state, str) else None
+        return None
+
+    def observe(self, record: CallRecord, *, known_tool: bool = True) -> CallEvent:
+        """Count the finished call of `record` and export it.
+
+        A call to a tool that does not exist (`known_tool` false) is counted under
+        `UNKNOWN_TOOL_LABEL`: the names a model invents never become rows or labels.
+        """
+        event = CallEvent(
+            tool=record.tool if known_tool else UNKNOWN_TOOL_LABEL,
+            call_id=record.call_id,
+            outcome=record.outcome,
+            error=record.error.value if record.error else None,
+            attempts=record.attempts,
+            duration_ms=record.duration_ms,
+            repairs=tuple(record.repairs),
+            served_by=record.served_by,
+            breaker=self.breaker_state(record.tool),
+            at=record.started_at,
+        )
+        opened = self.stats.add(event)
+        _otel.emit(event, breaker_opened=opened)
+        return event
+
+    def dispatch(self, event: CallEvent) -> None:
+        """Send `event` to the callbacks of the current LangChain run, if there is one."""
+        manager = _parent_manager()
+        if manager is None:
+            return
+        try:
+            manager.on_custom_event(EVENT_NAME, event.as_dict(), run_id=manager.parent_run_id)
+        except Exception:  # a callback handler must not break the call
+            log.debug("dispatching the resilience event failed", exc_info=True)
+
+    async def adispatch(self, event: CallEvent) -> None:
+        """`dispatch` for async runs (async callback handlers are awaited)."""
+        manager = _parent_manager(is_async=True)
+        if manager is None:
+            return
+        try:
+            await manager.on_custom_event(EVENT_NAME, event.as_dict(), run_id=manager.parent_run_id)
+        except Exception:
+            log.debug("dispatching the resilience event failed", exc_info=True)
+
+
+def _parent_manager(*, is_async: bool = False) -> Any:
+    """The callback manager of the enclosing run, or `None` outside a run or without handlers."""
+    try:
+        # Callbacks can only come from the current run's config: look before paying
+        # for `ensure_config` (a copy of the whole config) and a new callback manager,
+        # which inside a graph is there on every call, usually with no handler at all.
+        callbacks = (var_child_runnable_config.get() or {}).get("callbacks")
+        if not callbacks or not getattr(callbacks, "handlers", True):
+            return None
+        config = ensure_config()
+        if not config.get("callbacks"):
+            return None
+        get = get_async_callback_manager_for_config if is_async else get_callback_manager_for_config
+        manager = get(config)
+    except Exception:
+        return None
+    if manager.parent_run_id is None or not manager.handlers:
+        return None
+    return manager

@@ -1,0 +1,1 @@
+"""The stages and their order (`driver.STAGES`); each stage beside its logic."""

@@ -1,0 +1,108 @@
+"""One attempt with a deadline: the innermost stage, which runs the tool.
+
+Sync tools run on the pipeline's persistent worker threads and the caller waits at
+most `timeout` seconds (the thread is abandoned, and counted, if the tool hangs).
+Async tools are awaited as a task that is cancelled at the deadline; control returns
+at once even if the tool ignores the cancellation.
+
+The timeout of an attempt is the policy's `timeout`, or the adaptive one derived from
+the tool's latency history (`runtime.adaptive`), capped to what is left of the call's
+deadline (`runtime.deadline`). Tools with ``isolate=True`` run in a worker process (`runtime.isolate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from functools import partial
+from typing import Any
+
+from ..core.call import Call
+from ..runtime import deadline as _deadline
+from ..runtime.adaptive import LatencyHistory
+from ..runtime.executor import await_with_timeout
+from ..runtime.isolate import arun_isolated, run_isolated
+from ..state.pertool import PerTool
+from .stage import AsyncNext, Env, Next, Stage
+
+
+def attempt_timeout(call: Call, history: LatencyHistory | None = None) -> float | None:
+    """The timeout of the next attempt of `call`, in seconds (raises when none is left)."""
+    configured = call.resolved.policy.timeout
+    timeout = configured if history is None else history.timeout(configured)
+    return _deadline.cap(call, timeout)
+
+
+def _isolated(call: Call) -> bool:
+    return call.resolved.policy.isolate and call.tool is not None
+
+
+def _tool_args(call: Call) -> dict[str, Any]:
+    return {**call.args, **call.injected}
+
+
+class AttemptStage(Stage):
+    name = "attempt"
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self.latencies: PerTool[LatencyHistory] = PerTool()
+
+    def history_for(self, call: Call) -> LatencyHistory | None:
+        """The tool's latency history when its timeout is adaptive, else `None`."""
+        spec = call.resolved.policy.adaptive_timeout
+        if spec is None:
+            return None
+        return self.latencies.get(call.name, lambda: LatencyHistory(spec))
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        history = self.history_for(call)
+        timeout = attempt_timeout(call, history)
+        call.record.attempts += 1
+        clock = call.resolved.policy.clock
+        start = clock()
+        if _isolated(call):
+            assert call.tool is not None
+            value = run_isolated(call.tool, _tool_args(call), timeout)
+        elif timeout is None:
+            value = call_next(call)
+        else:
+            policy = call.resolved.policy
+            value = self.env.runner.run(
+                call.name, lambda: call_next(call), timeout, policy.max_abandoned_threads
+            )
+        if history is not None:
+            history.add(clock() - start)
+        return value
+
+    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
+        history = self.history_for(call)
+        timeout = attempt_timeout(call, history)
+        call.record.attempts += 1
+        if history is None and not call.offload and not _isolated(call):
+            # The common case: nothing to do after the tool, so no coroutine of our own.
+            return await_with_timeout(partial(call_next, call), timeout)
+        return self._attempt(call, call_next, history, timeout)
+
+    async def _attempt(
+        self,
+        call: Call,
+        call_next: AsyncNext,
+        history: LatencyHistory | None,
+        timeout: float | None,
+    ) -> Any:
+        clock = call.resolved.policy.clock
+        start = clock()
+        if _isolated(call):
+            assert call.tool is not None
+            value = await arun_isolated(call.tool, _tool_args(call), timeout)
+        elif call.offload:
+            terminal = self.env.sync_terminal
+            policy = call.resolved.policy
+            value = await self.env.runner.arun(
+                call.name, partial(terminal, call), timeout, policy.max_abandoned_threads
+            )
+        else:
+            value = await await_with_timeout(partial(call_next, call), timeout)
+        if history is not None:
+            history.add(clock() - start)
+        return value

@@ -1,0 +1,1 @@
+"""The circuit breaker: the stage and its state machine."""

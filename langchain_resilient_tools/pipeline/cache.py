@@ -1,0 +1,109 @@
+"""The result cache for idempotent tools, and the keeper of last good results.
+
+A hit (an identical call within `cache_ttl_s`) answers without running the tool; it is
+marked with its age and ``record.served_by = "cache"``, and it still goes through the
+pipeline's bookkeeping (record, `on_outcome`), so a cache can never hide a call.
+Every good result of an idempotent tool is kept in the tool's `ResultStore` when the
+cache or the stale fallback is on. Writes are never cached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
+
+from ..core.call import Call
+from ..core.key import call_key
+from ..core.policy import ResolvedPolicy
+from ..state.pertool import PerTool
+from ..state.results import MemoryStore, ResultStore
+from ..text import messages as m
+from .shared import SharedResultStore, backend_for, off_loop
+from .stage import AsyncNext, Env, Next, Stage
+
+STORES = "results"
+"""`Env.resources` key of the per-tool stores (shared with the fallback stage)."""
+
+
+def stores(env: Env) -> PerTool[ResultStore]:
+    """The pipeline's per-tool result stores."""
+    found: PerTool[ResultStore] = env.resources.setdefault(STORES, PerTool())
+    return found
+
+
+def store_for(env: Env, call: Call) -> ResultStore | None:
+    """The tool's store, or `None` when neither the cache nor the stale fallback is on."""
+    policy = call.resolved.policy
+    if not call.idempotent:
+        return None
+    retention = max(policy.cache_ttl_s or 0.0, policy.stale_max_age_s or 0.0)
+    if retention <= 0:
+        return None
+    backend = backend_for(env, call)
+    if backend is not None:
+        return SharedResultStore(backend, call.name, retention)
+    return stores(env).get(
+        call.name,
+        lambda: MemoryStore(
+            retention=retention, maxsize=policy.cache_max_entries, clock=policy.clock
+        ),
+    )
+
+
+def storable(value: Any) -> bool:
+    """Good results only: not state updates, not error messages."""
+    if isinstance(value, Command):
+        return False
+    return not (isinstance(value, ToolMessage) and value.status == "error")
+
+
+def reissue(value: Any, call: Call) -> Any:
+    """A stored value as the answer to `call` (a stored message gets this call's id)."""
+    if isinstance(value, ToolMessage):
+        return value.model_copy(update={"tool_call_id": call.id, "id": None})
+    return value
+
+
+class CacheStage(Stage):
+    name = "cache"
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        policy = resolved.policy
+        return resolved.idempotent and bool(policy.cache_ttl_s or policy.stale_max_age_s)
+
+    def _hit(self, call: Call, store: ResultStore | None) -> tuple[bool, Any]:
+        ttl = call.resolved.policy.cache_ttl_s
+        if store is None or ttl is None:
+            return False, None
+        entry = store.get(call_key(call), max_age=ttl)
+        if entry is None:
+            return False, None
+        call.record.served_by = "cache"
+        call.record.notices.append(m.CACHED.format(age=m.age_text(store.clock() - entry.stored_at)))
+        return True, reissue(entry.value, call)
+
+    @staticmethod
+    def _keep(call: Call, store: ResultStore | None, value: Any) -> None:
+        if store is not None and call.record.served_by == "tool" and storable(value):
+            store.put(call_key(call), value)
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        store = store_for(self.env, call)
+        hit, value = self._hit(call, store)
+        if hit:
+            return value
+        value = call_next(call)
+        self._keep(call, store, value)
+        return value
+
+    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
+        store = store_for(self.env, call)
+        shared = isinstance(store, SharedResultStore)  # in a store: off the loop
+        hit, value = await off_loop(shared, self._hit, call, store)
+        if hit:
+            return value
+        value = await call_next(call)
+        await off_loop(shared, self._keep, call, store, value)
+        return value

@@ -1,0 +1,1 @@
+"""Dedup: the stage and its pure decisions."""

@@ -1,0 +1,221 @@
+"""Dedup decisions: what to do with a call that was made before. No I/O here.
+
+A `Ledger` remembers, per tool, the calls an adapter has seen (bounded in time and
+size by a cachetools `TTLCache`). `decide` maps (mode, idempotency, earlier entry) to
+one `Action`. Entries also have a plain-dict form, written to graph state so that dedup
+survives checkpoints and restarts (see `state.graph.LEDGER_KEY`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import enum
+import json
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cachetools import TTLCache
+from langchain_core.messages import AIMessage
+
+from ...core.call import Call
+from ...core.errors import OutcomeStillUnknown
+from ...core.key import canonical
+from ...core.policy import DedupMode
+
+Status = Literal["pending", "ok", "done", "failed", "unknown_outcome"]
+"""``pending`` runs now; ``ok`` succeeded (content reusable); ``done`` succeeded but its
+result cannot be replayed (a `Command`); ``failed`` failed; ``unknown_outcome`` is a
+write that may or may not have taken effect."""
+
+
+class Action(enum.Enum):
+    RUN = "run"
+    """Execute (first call, a failed earlier call, or mode ``off``)."""
+    WARN = "warn"
+    """Execute, and tell the model it asked this before."""
+    REUSE = "reuse"
+    """Answer with the earlier result, not executed."""
+    BLOCK = "block"
+    """Answer ``duplicate_call``."""
+    WAIT = "wait"
+    """An identical idempotent call is running: wait for it, then decide again."""
+    REPLAY = "replay"
+    """The same tool call again (a resume re-runs the step): its own result, unmarked,
+    or for a write whose outcome was unknown, that again."""
+
+
+@dataclass(slots=True)
+class Entry:
+    """What the ledger knows about one call key."""
+
+    status: Status
+    content: Any = None
+    """The earlier result as message content (``ok`` entries only)."""
+    repeats: int = 0
+    """How many times the call was repeated after the first."""
+    at: float = 0.0
+    """When the entry was made (the ledger clock, wall time by default)."""
+    call_id: str = ""
+    """The tool call that made the entry: the same id again is a re-run (a resume from
+    a checkpoint), answered with what that call returned, not as a repeat."""
+    done: concurrent.futures.Future[None] | None = field(default=None, repr=False)
+    """Resolved when a ``pending`` call finishes (in memory only)."""
+
+    def persisted(self, tool: str) -> dict[str, Any]:
+        """The plain-dict form kept in graph state."""
+        return {
+            "tool": tool,
+            "status": self.status,
+            "content": self.content,
+            "repeats": self.repeats,
+            "at": self.at,
+            "call_id": self.call_id,
+        }
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any]) -> Entry | None:
+        """The entry stored by `persisted`, or `None` if `data` is not one."""
+        status = data.get("status")
+        if status not in ("ok", "done", "failed", "unknown_outcome"):
+            return None
+        return cls(
+            status=status,
+            content=data.get("content"),
+            repeats=int(data.get("repeats") or 0),
+            at=float(data.get("at") or 0.0),
+            call_id=str(data.get("call_id") or ""),
+        )
+
+
+def scope_of(call: Call) -> str | None:
+    """Who shares a ledger: one conversation thread, else one model message.
+
+    Without a thread id a graph may be serving many users, so dedup never reaches past
+    the AIMessage that made the call (or, for a wrapped tool that cannot see the
+    messages, past the graph step that ran it). An AIMessage without an id (a node
+    invoked directly, outside a graph) is known by its tool call ids, so that twins in
+    it are decided as in a graph. With neither messages nor a step, dedup is off.
+    """
+    if call.thread_id:
+        return f"thread:{call.thread_id}"
+    state = call.state
+    messages = state.get("messages") if isinstance(state, Mapping) else state
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, AIMessage):
+                if message.id:
+                    return f"message:{message.id}"
+                ids = [str(tc["id"]) for tc in message.tool_calls if tc.get("id")]
+                if ids:
+                    return "calls:" + "\x1f".join(ids)
+                break
+    step = call.extras.get("step")
+    return f"step:{step}" if step else None
+
+
+def run_untracked(call: Call) -> Call:
+    """`call`, to run untracked while an identical one is still running after the wait;
+    a write is never run twice, so for one this answers ``unknown_outcome`` instead."""
+    if not call.idempotent:
+        raise OutcomeStillUnknown()
+    return call
+
+
+def effective_mode(mode: DedupMode | None, idempotent: bool) -> DedupMode:
+    """`ToolPolicy.dedup` with `None` resolved: reuse reads, block writes."""
+    if mode is not None:
+        return mode
+    return "reuse" if idempotent else "block"
+
+
+def decide(mode: DedupMode, idempotent: bool, entry: Entry | None, call_id: str = "") -> Action:
+    """The action for call `call_id` whose earlier identical call is `entry` (if any)."""
+    if mode == "off" or entry is None or entry.status == "failed":
+        return Action.RUN
+    if call_id and entry.call_id == call_id:
+        if entry.status == "pending":  # this very call still runs (a step re-run early)
+            return Action.WAIT
+        if entry.status in ("ok", "unknown_outcome"):
+            return Action.REPLAY
+    if entry.status == "pending":
+        return Action.WAIT if idempotent else Action.BLOCK
+    if entry.status == "unknown_outcome":
+        return Action.RUN if idempotent else Action.BLOCK
+    if mode == "warn":
+        return Action.WARN
+    if mode == "block":
+        return Action.BLOCK
+    # reuse
+    if entry.status == "ok":
+        return Action.REUSE
+    return Action.RUN if idempotent else Action.BLOCK
+
+
+def block_reason(entry: Entry) -> str:
+    """The `DuplicateCall.reason` for blocking a repeat of `entry`."""
+    if entry.status == "pending":
+        return "in_flight"
+    if entry.status == "unknown_outcome":
+        return "unknown_outcome"
+    return "done"
+
+
+def first_twins(calls: Sequence[Mapping[str, Any]]) -> list[int | None]:
+    """For each tool call, the index of the first earlier call with the same name and
+    (canonical) arguments, else `None`. Adapters run a twin after its original, so that
+    the first of identical calls in one message is the one that runs."""
+    seen: dict[Hashable, int] = {}
+    out: list[int | None] = []
+    for i, tc in enumerate(calls):
+        args = tc.get("args")
+        if not isinstance(args, dict):
+            out.append(None)
+            continue
+        key = _twin_key(tc.get("name"), args)
+        out.append(seen.get(key))
+        seen.setdefault(key, i)
+    return out
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _twin_key(name: Any, args: dict[str, Any]) -> Hashable:
+    """The identity of a call for `first_twins`: as `canonical` sees it. Flat arguments
+    (the usual kind) become a tuple directly; anything nested goes through JSON."""
+    if all(type(v) in _SCALARS and type(k) is str for k, v in args.items()):
+        flat = canonical(args)
+        # The type is part of the value, as in JSON: 1, 1.0 and true are not twins.
+        return (name, tuple(sorted((k, type(v).__name__, v) for k, v in flat.items())))
+    return json.dumps([name, canonical(args)], sort_keys=True, default=str)
+
+
+class Ledger:
+    """Calls seen per (scope, key), for one tool; bounded by TTL and size."""
+
+    __slots__ = ("_cache", "clock", "ttl")
+
+    def __init__(
+        self, *, ttl: float, max_entries: int, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.ttl = ttl
+        self.clock = clock
+        self._cache: TTLCache[Hashable, Entry] = TTLCache(max_entries, ttl, timer=clock)
+
+    def get(self, key: Hashable) -> Entry | None:
+        return self._cache.get(key)
+
+    def put(self, key: Hashable, entry: Entry) -> None:
+        self._cache[key] = entry
+
+    def pop(self, key: Hashable) -> None:
+        self._cache.pop(key, None)
+
+    def fresh(self, entry: Entry) -> bool:
+        """Whether a restored entry is still within the TTL."""
+        return self.clock() - entry.at < self.ttl
+
+    def __len__(self) -> int:
+        return len(self._cache)

@@ -1,0 +1,309 @@
+"""Dedup: a call identical to an earlier one is reused, blocked, or flagged.
+
+The key is `core.key.call_key` (tool name and canonical arguments, or `ToolPolicy.dedup_key`),
+scoped by conversation thread (no thread: the model message, see `scope_of`). What happens is decided
+by `pipeline.dedup.logic.decide`. Identical calls running at the same time are decided once: a read
+waits for the first and reuses its result, a write is blocked. Entries come from this
+pipeline's in-memory ledger, or from the graph state's ``tool_ledger`` (so dedup
+survives checkpoints and restarts); new entries are left in ``call.extras["ledger"]``
+for the adapter to write back to the state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
+
+from ...core.call import Call
+from ...core.errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
+from ...core.key import call_key
+from ...core.policy import ResolvedPolicy
+from ...state.graph import LEDGER_KEY
+from ...text import messages as m
+from ...text.classify import classify
+from ...text.envelope import _content_of
+from ...text.redact import redact
+from ...text.truncate import text_of, truncate
+from ..shared import backend_for, off_loop, shared_begin
+from ..stage import AsyncNext, Env, Next, Stage
+from .logic import (
+    Action,
+    Entry,
+    Ledger,
+    Status,
+    block_reason,
+    decide,
+    effective_mode,
+    run_untracked,
+    scope_of,
+)
+
+STATE_CONTENT_CHARS = 8000
+"""Cap on a result kept in graph state for reuse (unless `max_result_chars` is lower)."""
+
+Waiter = concurrent.futures.Future[None]
+
+EXTRAS_KEY = "ledger"
+"""``call.extras`` key of the ledger entries the adapter writes to graph state."""
+
+
+def state_entry(state: Any, key: str) -> Entry | None:
+    """The entry for `key` in the graph state's ``tool_ledger``, if any."""
+    if not isinstance(state, Mapping):
+        return None
+    ledger = state.get(LEDGER_KEY)
+    section = ledger.get("dedup") if isinstance(ledger, Mapping) else None
+    data = section.get(key) if isinstance(section, Mapping) else None
+    return Entry.restore(data) if isinstance(data, Mapping) else None
+
+
+def _has_ledger(state: Any) -> bool:
+    return isinstance(state, Mapping) and LEDGER_KEY in state
+
+
+def _wait_limit(call: Call) -> float:
+    policy = call.resolved.policy
+    return (policy.timeout or 60.0) * policy.retry.max_attempts + 1.0
+
+
+class DedupStage(Stage):
+    name = "dedup"
+    clock: Callable[[], float] = staticmethod(time.time)
+    """The ledger clock (wall time, so that entries in graph state age across restarts)."""
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        return effective_mode(resolved.policy.dedup, resolved.idempotent) != "off"
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self._lock = threading.Lock()
+        self._ledgers: dict[str, Ledger] = {}
+
+    def _ledger(self, call: Call) -> Ledger:
+        ledger = self._ledgers.get(call.name)
+        if ledger is None:
+            policy = call.resolved.policy
+            ledger = Ledger(
+                ttl=policy.dedup_ttl, max_entries=policy.dedup_max_entries, clock=self.clock
+            )
+            self._ledgers[call.name] = ledger
+        return ledger
+
+    # -- decisions (under the lock) ---------------------------------------------------
+
+    def _begin(self, call: Call, key: str) -> tuple[Action, Entry, Waiter | None]:
+        """Decide; for RUN/WARN a fresh pending entry now stands for this call."""
+        mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
+        scoped = (scope_of(call) or "", key)
+        with self._lock:
+            ledger = self._ledger(call)
+            entry = ledger.get(scoped)
+            if entry is None:
+                entry = state_entry(call.state, key)
+                if entry is not None and ledger.fresh(entry):
+                    ledger.put(scoped, entry)
+                else:
+                    entry = None
+            action = decide(mode, call.idempotent, entry, call.id)
+            if action in (Action.RUN, Action.WARN):
+                repeats = 0 if entry is None else entry.repeats + 1
+                entry = Entry("pending", repeats=repeats, at=ledger.clock(), call_id=call.id)
+                ledger.put(scoped, entry)
+                return action, entry, None
+            assert entry is not None
+            if action is Action.REPLAY:
+                return action, entry, None
+            if action is Action.WAIT:
+                if entry.done is None:
+                    entry.done = concurrent.futures.Future()  # made only when someone waits
+                return action, entry, entry.done
+            entry.repeats += 1
+            self._persist(call, key, entry)
+            return action, entry, None
+
+    def _end(self, call: Call, key: str, entry: Entry, value: Any, exc: Exception | None) -> None:
+        status: Status
+        content = None
+        if exc is not None:
+            failure = classify(exc, call)
+            unknown = failure.error is ToolErrorType.UNKNOWN_OUTCOME
+            status = "unknown_outcome" if unknown else "failed"
+        elif call.record.served_by not in ("tool", "cache"):
+            status = "failed"  # a fallback or stale data answered: nothing fresh to reuse
+        elif isinstance(value, Command):
+            status = "done"
+        elif isinstance(value, ToolMessage) and value.status == "error":
+            status = "failed"
+        elif isinstance(value, ToolMessage):
+            status, content = "ok", value.content
+        else:
+            status, content = "ok", _content_of(value)
+        with self._lock:
+            entry.status, entry.content = status, content
+            self._release(entry)
+        if status != "failed":
+            self._persist(call, key, entry)
+
+    def _abort(self, call: Call, entry: Entry) -> None:
+        """Cancelled mid-run: a write may have taken effect, a read simply failed."""
+        with self._lock:
+            entry.status = "failed" if call.idempotent else "unknown_outcome"
+            self._release(entry)
+
+    @staticmethod
+    def _release(entry: Entry) -> None:
+        """Wake the calls waiting for `entry` (call with the lock held)."""
+        if entry.done is not None:
+            entry.done.set_result(None)
+            entry.done = None
+
+    @staticmethod
+    def _persist(call: Call, key: str, entry: Entry) -> None:
+        if entry.status == "pending" or not _has_ledger(call.state):
+            return  # only finished calls, and only for a graph state that keeps them
+        data = entry.persisted(call.name)
+        if data["content"] is not None:
+            cap = call.resolved.policy.max_result_chars or STATE_CONTENT_CHARS
+            data["content"] = truncate(data["content"], min(cap, STATE_CONTENT_CHARS))
+        call.extras.setdefault(EXTRAS_KEY, {})[key] = data
+
+    # -- answers ---------------------------------------------------------------------
+
+    @staticmethod
+    def _looping(call: Call, entry: Entry) -> bool:
+        return entry.repeats >= call.resolved.policy.dedup_looping_after
+
+    def _notice(self, call: Call, entry: Entry, template: str) -> None:
+        call.record.notices.append(template.format(tool=call.name, n=entry.repeats))
+        if self._looping(call, entry):
+            call.record.notices.append(m.DEDUP_LOOPING.format(n=entry.repeats))
+
+    def _answer(self, call: Call, action: Action, entry: Entry) -> Any:
+        if action is Action.REPLAY:
+            if entry.status == "unknown_outcome":
+                raise OutcomeStillUnknown()
+            call.record.served_by = "dedup"
+            return entry.content
+        if action is Action.REUSE:
+            call.record.served_by = "dedup"
+            self._notice(call, entry, m.DEDUP_REUSED)
+            return entry.content
+        previous = None if entry.content is None else redact(text_of(entry.content), limit=300)
+        raise DuplicateCall(
+            previous=previous,
+            repeats=entry.repeats,
+            looping=self._looping(call, entry),
+            reason=block_reason(entry),
+        )
+
+    # -- drivers ---------------------------------------------------------------------
+
+    @staticmethod
+    def _off(call: Call) -> bool:
+        mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
+        return mode == "off" or scope_of(call) is None
+
+    def _decide(
+        self, call: Call, key: str
+    ) -> tuple[
+        Action,
+        Entry | None,
+        Waiter | None,
+        Callable[[Any, Exception | None], None],
+        Callable[[], None],
+    ]:
+        """The action for `call`, its ledger entry, a waiter (WAIT), and how to record the
+        run's end (`end`) or its being cut short (`abort`) in the ledger that decided:
+        the store shared by the workers (see `pipeline.shared`), else this pipeline's own."""
+        backend = backend_for(self.env, call)
+        started = None if backend is None else shared_begin(self, call, key, backend)
+        if started is not None:
+            shared, action, entry = started
+            if entry is None:
+                action = Action.WAIT
+            return (
+                action,
+                entry,
+                None,
+                lambda value, exc: shared.end(entry, value, exc),  # type: ignore[arg-type]
+                lambda: shared.abort(entry),  # type: ignore[arg-type]
+            )
+        action, entry, waiter = self._begin(call, key)
+        return (
+            action,
+            entry,
+            waiter,
+            lambda value, exc: self._end(call, key, entry, value, exc),
+            lambda: self._abort(call, entry),
+        )
+
+    def _settle(self, call: Call, action: Action, entry: Entry | None) -> tuple[bool, Any]:
+        """(True, the answer) when the ledger answers `call`; (False, None) to run it."""
+        if action in (Action.REUSE, Action.BLOCK, Action.REPLAY):
+            assert entry is not None
+            return True, self._answer(call, action, entry)
+        if action is Action.WARN:
+            assert entry is not None
+            self._notice(call, entry, m.DEDUP_WARN)
+        return False, None
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        if self._off(call):
+            return call_next(call)
+        key = call_key(call)
+        action, entry, waiter, end, abort = self._decide(call, key)
+        if waiter is not None:
+            with contextlib.suppress(concurrent.futures.TimeoutError):
+                waiter.result(timeout=_wait_limit(call))
+            action, entry, waiter, end, abort = self._decide(call, key)
+        answered, answer = self._settle(call, action, entry)
+        if answered:
+            return answer
+        if action is Action.WAIT:
+            return call_next(run_untracked(call))
+        try:
+            value = call_next(call)
+        except Exception as exc:
+            end(None, exc)
+            raise
+        except BaseException:
+            abort()
+            raise
+        end(value, None)
+        return value
+
+    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
+        if self._off(call):
+            return call_next(call)
+        return self._awrap_on(call, call_next)
+
+    async def _awrap_on(self, call: Call, call_next: AsyncNext) -> Any:
+        key = call_key(call)
+        shared = backend_for(self.env, call) is not None  # the ledger is in a store
+        action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
+        if waiter is not None:
+            await asyncio.wait({asyncio.wrap_future(waiter)}, timeout=_wait_limit(call))
+            action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
+        answered, answer = self._settle(call, action, entry)
+        if answered:
+            return answer
+        if action is Action.WAIT:
+            return await call_next(run_untracked(call))
+        try:
+            value = await call_next(call)
+        except Exception as exc:
+            await off_loop(shared, end, None, exc)
+            raise
+        except BaseException:
+            abort()  # cancelled: recorded at once, no further await
+            raise
+        await off_loop(shared, end, value, None)
+        return value

@@ -1,0 +1,296 @@
+"""The pipeline: the stage order, written once, and the sync/async drivers around it.
+
+Every adapter (`ResilientTool`, `ResilientToolNode`, `ResilientToolsMiddleware`) turns
+its input into a `Call`, hands it to `Pipeline.run`/`Pipeline.arun`, and renders the
+`Outcome`. Stages run outermost first; the last one runs the tool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+
+from ..core.call import Call, CallRecord
+from ..core.errors import ResilienceSignal, ToolErrorType, ToolRaised, is_for_author
+from ..core.policy import PolicyResolver
+from ..observe.observer import Observer
+from ..observe.stats import CallEvent, StatsSnapshot
+from ..runtime import deadline as _deadline
+from ..runtime.executor import TimedRunner, default_runner
+from ..state.backend import as_backend
+from ..text.classify import Failure, classify, error_result
+from .admit import AdmitStage
+from .attempt import AttemptStage
+from .breaker.stage import BreakerStage
+from .cache import CacheStage
+from .checks import ChecksStage
+from .dedup.stage import DedupStage
+from .fallback import FallbackStage
+from .limit import LimitStage
+from .repair.stage import RepairStage
+from .retry.stage import RetryStage
+from .stage import AsyncNext, BeforeStage, Env, Next, Stage
+from .validate.stage import ValidateStage
+
+try:
+    from langgraph.errors import is_invalid_resume
+except ImportError:  # pragma: no cover - older langgraph
+
+    def is_invalid_resume(error: BaseException) -> bool:
+        return False
+
+
+STAGES: tuple[type[Stage], ...] = (
+    RepairStage,  # malformed JSON, argument names and certain types repaired, and reported
+    AdmitStage,  # unknown tools and unparseable calls stop here
+    ValidateStage,  # arguments checked against the tool's schema; every problem listed
+    DedupStage,  # repeated identical calls: reuse, block (writes) or warn
+    FallbackStage,  # service failures: stale result, then stub data, then the error
+    CacheStage,  # idempotent results: TTL cache hits, and last good results for fallback
+    RetryStage,  # idempotency-aware retry with backoff
+    BreakerStage,  # per-tool circuit breaker: every attempt counted, open = final
+    ChecksStage,  # result checks: a useless success raises LowQualityResult
+    LimitStage,  # client-side limits: a slot (max_concurrency) and a rate-limit token
+    AttemptStage,  # one attempt with a deadline; runs the tool
+)
+"""The stage order, outermost first. This is the only place it is written."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A finished call: either `value` (what answered it) or `failure`."""
+
+    call: Call
+    value: Any = None
+    failure: Failure | None = None
+    event: CallEvent | None = None
+    """What the call left in the pipeline's statistics (set when it finished)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+_REFUSED_BY = {
+    "invalid_arguments": "validation",
+    "malformed_call": "admission",
+    "unknown_tool": "admission",
+    "duplicate_call": "dedup",
+    "circuit_open": "breaker",
+    "rate_limited": "rate_limit",
+}
+"""Who answered a failed call that never reached the tool, by its error value."""
+
+
+def _refused_by(error: ToolErrorType | None) -> str:
+    """The ``served_by`` of a failed call that never reached the tool."""
+    return _REFUSED_BY.get(error.value, "pipeline") if error is not None else "pipeline"
+
+
+def _passes_through(exc: BaseException) -> bool:
+    """LangGraph control flow, resume errors no model can fix, and wiring bugs only the
+    graph's author can fix (`for_author`) are never answered: they are raised."""
+    return isinstance(exc, GraphBubbleUp) or is_invalid_resume(exc) or is_for_author(exc)
+
+
+def _raised(exc: Exception) -> Exception:
+    """What leaves the tool for the stages: signals and control flow as they are, any
+    other exception wrapped as `ToolRaised` (the tool's failure, not ours)."""
+    if isinstance(exc, ResilienceSignal) or _passes_through(exc):
+        return exc
+    return ToolRaised(exc)
+
+
+def _returned(value: Any, call: Call) -> Any:
+    """The tool's answer; one that reports an error (e.g. MCP ``isError``, or a text
+    that reads as an error report) fails the call."""
+    reported = error_result(value, detect_text=call.resolved.policy.detect_error_text)
+    if reported is not None:
+        raise ToolRaised(reported)
+    return value
+
+
+def _terminal(call: Call) -> Any:
+    assert call.run is not None, "the adapter gives every call a sync runner"
+    try:
+        value = call.run(call)
+    except Exception as exc:
+        raised = _raised(exc)
+        if raised is exc:
+            raise
+        raise raised from exc
+    return _returned(value, call)
+
+
+async def _aterminal(call: Call) -> Any:
+    assert call.arun is not None, "the adapter gives every call an async runner"
+    try:
+        value = await call.arun(call)
+    except Exception as exc:
+        raised = _raised(exc)
+        if raised is exc:
+            raise
+        raise raised from exc
+    return _returned(value, call)
+
+
+def _only_before(stage: BeforeStage) -> bool:
+    """Whether the stage does nothing but its `before` check (keeps BeforeStage's drivers)."""
+    cls = type(stage)
+    return cls.wrap is BeforeStage.wrap and cls.awrap is BeforeStage.awrap
+
+
+def _before_links(
+    befores: tuple[Callable[[Call], None], ...], chain: Next, achain: AsyncNext
+) -> tuple[Next, AsyncNext]:
+    """One link for consecutive `BeforeStage`s: their checks in order, then the rest.
+
+    The async link is a plain function returning the rest's awaitable (one coroutine
+    frame less per stage; a check that refuses the call raises before the await).
+    """
+
+    def link(call: Call) -> Any:
+        for before in befores:
+            before(call)
+        return chain(call)
+
+    def alink(call: Call) -> Awaitable[Any]:
+        for before in befores:
+            before(call)
+        return achain(call)
+
+    return link, alink
+
+
+class Pipeline:
+    """The stages of `STAGES`, bound to one adapter's policies and resources."""
+
+    def __init__(
+        self,
+        resolver: PolicyResolver,
+        *,
+        runner: TimedRunner | None = None,
+        stages: Sequence[type[Stage]] = STAGES,
+        on_outcome: Callable[[Outcome], None] | None = None,
+        store: Any = None,
+    ) -> None:
+        self.resolver = resolver
+        # The process-wide pool, with this adapter's own abandoned-thread counts.
+        runner = runner or default_runner().scoped()
+        self.env = Env(runner=runner, sync_terminal=_terminal)
+        self.env.backend = as_backend(store)
+        """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
+        self.stages = [cls(self.env) for cls in stages]
+        self._on_outcome = on_outcome
+        self.observer = Observer(self.stages)
+        """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
+        self._chains: dict[str, tuple[Next, AsyncNext]] = {}
+
+    def _chains_for(self, call: Call) -> tuple[Next, AsyncNext]:
+        """The stages that apply to the call's tool, composed once per tool name."""
+        chains = self._chains.get(call.name)
+        if chains is None:
+            chain: Next = _terminal
+            achain: AsyncNext = _aterminal
+            befores: list[Callable[[Call], None]] = []
+            for stage in reversed(self.stages):
+                if not stage.applies(call.resolved):
+                    continue
+                if isinstance(stage, BeforeStage) and _only_before(stage):
+                    befores.insert(0, stage.before)  # a run of them is one link
+                    continue
+                if befores:
+                    chain, achain = _before_links(tuple(befores), chain, achain)
+                    befores = []
+                chain = partial(stage.wrap, call_next=chain)
+                achain = partial(stage.awrap, call_next=achain)
+            if befores:
+                chain, achain = _before_links(tuple(befores), chain, achain)
+            chains = self._chains[call.name] = (chain, achain)
+        return chains
+
+    def new_call(
+        self,
+        *,
+        call_id: str,
+        name: str,
+        args: dict[str, Any],
+        tool: BaseTool | None,
+        valid_tools: Sequence[str] = (),
+        **fields: Any,
+    ) -> Call:
+        """A `Call` for `name` with its resolved policy and a fresh record."""
+        call = Call(
+            id=call_id,
+            name=name,
+            args=args,
+            tool=tool,
+            resolved=self.resolver.resolve(name),
+            record=CallRecord(tool=name, call_id=call_id),
+            valid_tools=tuple(valid_tools),
+            **fields,
+        )
+        _deadline.start(call)  # the call's own budget starts now
+        return call
+
+    def run(self, call: Call) -> Outcome:
+        """Drive `call` through the stages (sync). Never raises but for control flow."""
+        start = time.perf_counter()
+        try:
+            outcome = Outcome(call, value=self._chains_for(call)[0](call))
+        except Exception as exc:
+            if _passes_through(exc):
+                raise
+            outcome = Outcome(call, failure=classify(exc, call))
+        outcome = self._finish(outcome, start)
+        if outcome.event is not None:
+            self.observer.dispatch(outcome.event)
+        return outcome
+
+    async def arun(self, call: Call, *, sync_callbacks: bool = False) -> Outcome:
+        """Drive `call` through the stages (async). Never raises but for control flow.
+
+        `sync_callbacks`: the call belongs to a sync run (a sync step driven on a
+        private loop), so its callback event goes to the run's sync handlers.
+        """
+        start = time.perf_counter()
+        try:
+            outcome = Outcome(call, value=await self._chains_for(call)[1](call))
+        except Exception as exc:
+            if _passes_through(exc):
+                raise
+            outcome = Outcome(call, failure=classify(exc, call))
+        outcome = self._finish(outcome, start)
+        if outcome.event is not None:
+            if sync_callbacks:
+                self.observer.dispatch(outcome.event)
+            else:
+                await self.observer.adispatch(outcome.event)
+        return outcome
+
+    def stats(self) -> StatsSnapshot:
+        """Per-tool statistics of the calls this pipeline has finished."""
+        return self.observer.stats.snapshot()
+
+    def _finish(self, outcome: Outcome, start: float) -> Outcome:
+        call = outcome.call
+        record = call.record
+        record.duration_ms = (time.perf_counter() - start) * 1000
+        if outcome.failure is None:
+            record.outcome = "success"
+        else:
+            record.outcome = "error"
+            record.error = outcome.failure.error
+            if record.served_by == "tool" and record.attempts == 0:
+                record.served_by = _refused_by(record.error)  # the tool never ran
+        known = call.tool is not None or outcome.failure is None
+        outcome.event = self.observer.observe(record, known_tool=known)
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
+        return outcome

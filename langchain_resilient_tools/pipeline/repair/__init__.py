@@ -1,0 +1,1 @@
+"""Argument repair: the stage and its pure logic."""

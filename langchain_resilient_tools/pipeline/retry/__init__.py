@@ -1,0 +1,1 @@
+"""Idempotency-aware retry: the stage and the retry budget."""

@@ -1,0 +1,231 @@
+"""Idempotency-aware retry with exponential backoff and jitter, on tenacity.
+
+Only calls that are safe to repeat are retried (`Call.idempotent`), and calls that
+their service refused with a rate limit (HTTP 429: not carried out), after at least the
+wait the service asked for. What is worth a
+retry is decided by `should_retry`; the waits go through the testing-aware sleeps, so
+the async driver never blocks the loop and testing mode makes them instant.
+
+Two limits sit on top of the attempt count: the call's deadline (`runtime.deadline`) caps
+every wait and stops retrying when nothing is left, and the tool's retry budget
+(`pipeline.retry.budget.RetryBudget`) refuses retries beyond a share of recent calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_any,
+    wait_exponential,
+    wait_random,
+)
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
+
+from ...core import testing as _testing
+from ...core.call import Call
+from ...core.errors import AttemptTimeout, LowQualityResult, ToolRaised
+from ...core.hints import is_rate_limited, retry_after
+from ...core.policy import RetryPolicy
+from ...runtime import deadline as _deadline
+from ...state.pertool import PerTool
+from ..health import retry_wants
+from ..stage import AsyncNext, Env, Next, Stage
+from .budget import RetryBudget
+
+
+def should_retry(call: Call, exc: BaseException) -> bool:
+    """Whether another attempt of `call` is worth making after `exc`.
+
+    A call that is not safe to repeat is retried only when its service refused it with
+    a rate limit (it was not carried out) and `RetryPolicy.retry_refused_writes` is on.
+    """
+    if not call.idempotent:
+        return call.resolved.policy.retry.retry_refused_writes and _refused(exc) is not None
+    if isinstance(exc, AttemptTimeout):
+        return True
+    if isinstance(exc, LowQualityResult):
+        return call.resolved.policy.on_low_quality == "retry"
+    # Our own verdicts (open circuit, bad arguments, ...) are final.
+    return isinstance(exc, ToolRaised) and retry_wants(exc.original, call)
+
+
+def backoff(policy: RetryPolicy) -> wait_base:
+    """The wait strategy: initial_delay * multiplier**(n-1), capped, plus random jitter."""
+    wait: wait_base = wait_exponential(
+        multiplier=policy.initial_delay,
+        exp_base=policy.multiplier,
+        min=0,
+        max=policy.max_delay,
+    )
+    if policy.jitter:
+        wait = wait + wait_random(0, policy.jitter)
+    return wait
+
+
+def _refused(exc: BaseException | None) -> float | None:
+    """For a rate-limit refusal, the wait it asks for (0 without a hint); else `None`."""
+    if isinstance(exc, ToolRaised) and is_rate_limited(exc.original):
+        return retry_after(exc.original) or 0.0
+    return None
+
+
+def _hint(state: RetryCallState) -> float:
+    """The wait the last failure of `state` asked for (a rate limit's retry hint), or 0."""
+    outcome = state.outcome
+    exc = outcome.exception() if outcome is not None and outcome.failed else None
+    return _refused(exc) or 0.0
+
+
+def _hint_too_long(call: Call, state: RetryCallState) -> bool:
+    """Whether the hinted wait does not fit before the deadline (or, without a deadline,
+    exceeds `RetryPolicy.max_delay`): then the call is answered at once."""
+    hint = _hint(state)
+    if not hint:
+        return False
+    left = _deadline.remaining(call)
+    return hint > call.resolved.policy.retry.max_delay if left is None else hint >= left
+
+
+class _DeadlineWait(wait_base):
+    """A wait strategy: at least a rate limit's hint, capped to what is left of the
+    call's deadline."""
+
+    def __init__(self, inner: wait_base, call: Call) -> None:
+        self.inner, self.call = inner, call
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        wait = max(self.inner(retry_state), _hint(retry_state))
+        return _deadline.cap_wait(self.call, wait)
+
+
+class _DeadlineStop(stop_base):
+    """Stop once the call's deadline has passed."""
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return _deadline_passed(self.call)
+
+
+def _deadline_passed(call: Call) -> bool:
+    left = _deadline.remaining(call)
+    return left is not None and left <= 0
+
+
+def _retries(call: Call) -> bool:
+    retry = call.resolved.policy.retry
+    return retry.max_attempts > 1 and (call.idempotent or retry.retry_refused_writes)
+
+
+class RetryStage(Stage):
+    name = "retry"
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self.budgets: PerTool[RetryBudget] = PerTool()
+
+    def budget_for(self, call: Call) -> RetryBudget | None:
+        """The tool's retry budget (made on first use), or `None` when it has none."""
+        policy = call.resolved.policy
+        retry = policy.retry
+        ratio = retry.budget_ratio
+        if ratio is None:
+            return None
+        return self.budgets.get(
+            call.name,
+            lambda: RetryBudget(
+                ratio=ratio, minimum=retry.budget_min, window=retry.budget_window,
+                clock=policy.clock,
+            ),
+        )  # fmt: skip
+
+    def _record(self, call: Call) -> RetryBudget | None:
+        """Count `call` in its tool's retry budget (if any); return the budget."""
+        budget = self.budget_for(call)
+        if budget is not None:
+            budget.record_call()
+        return budget
+
+    def _options(self, call: Call, budget: RetryBudget | None) -> dict[str, Any]:
+        policy = call.resolved.policy.retry
+
+        def retry(exc: BaseException) -> bool:
+            return should_retry(call, exc)
+
+        def spend(state: RetryCallState) -> bool:
+            # Asked only after `retry` said yes; a retry that `stop` would refuse anyway
+            # does not take from the budget.
+            if state.attempt_number >= policy.max_attempts or _deadline_passed(call):
+                return False
+            if _hint_too_long(call, state):
+                return False
+            return budget is None or budget.try_spend()
+
+        return {
+            "stop": stop_any(stop_after_attempt(policy.max_attempts), _DeadlineStop(call)),
+            "wait": _DeadlineWait(backoff(policy), call),
+            "retry": retry_if_exception(retry) & spend,
+            "reraise": True,
+        }
+
+    # The first attempt runs without tenacity (most calls succeed at once, and building
+    # and driving a Retrying costs ~50 us); a failure is handed to tenacity as its own
+    # first attempt, so every retry decision, wait and stop is exactly tenacity's.
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        if not _retries(call):
+            return call_next(call)
+        budget = self._record(call)
+        try:
+            return call_next(call)
+        except Exception as exc:
+            first = exc
+        retrying = Retrying(sleep=_testing.sleep, **self._options(call, budget))
+        return retrying(_replay(first, call_next), call)
+
+    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
+        if not _retries(call):
+            return call_next(call)
+        return self._aretry(call, call_next)
+
+    async def _aretry(self, call: Call, call_next: AsyncNext) -> Any:
+        budget = self._record(call)
+        try:
+            return await call_next(call)
+        except Exception as exc:
+            first = exc
+        retrying = AsyncRetrying(sleep=_testing.asleep, **self._options(call, budget))
+        return await retrying(_areplay(first, call_next), call)
+
+
+def _replay(first: Exception, call_next: Next) -> Next:
+    """`call_next`, except that its first use re-raises `first` (the attempt already made)."""
+    pending = [first]
+
+    def attempt(call: Call) -> Any:
+        if pending:
+            raise pending.pop()
+        return call_next(call)
+
+    return attempt
+
+
+def _areplay(first: Exception, call_next: AsyncNext) -> AsyncNext:
+    """Async `_replay`."""
+    pending = [first]
+
+    async def attempt(call: Call) -> Any:
+        if pending:
+            raise pending.pop()
+        return await call_next(call)
+
+    return attempt

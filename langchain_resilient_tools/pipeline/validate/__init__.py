@@ -1,0 +1,1 @@
+"""Client-side validation: the stage and its pure logic."""

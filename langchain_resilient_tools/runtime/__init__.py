@@ -1,0 +1,1 @@
+"""Where and how tools run: workers, loops, offloading, isolation, deadlines."""

@@ -1,0 +1,1 @@
+"""Where state lives: backends (memory, LangGraph store, Postgres) and graph state."""

@@ -1,0 +1,192 @@
+"""State backends: where the breaker, the dedup ledger and the caches keep shared state.
+
+By default every adapter keeps its breaker, dedup ledger and result caches in its own
+process (cachetools structures on the stages: nothing to set up, sub-microsecond).
+Several workers share that state through a `StateBackend` over LangGraph's
+`BaseStore`: the store passed as ``store=`` to an adapter, or the graph's own store
+(``runtime.store``) for tools whose policy says ``state_backend="store"``.
+
+Operations and their consistency (values expire at ``clock() + ttl``; `clock` is wall
+time, so the workers' clocks must agree to well within the shortest TTL):
+
+======== =============================== ============================================
+op       `PostgresBackend`               `StoreBackend` (any other `BaseStore`)
+======== =============================== ============================================
+get      read committed; expired = none  the store's read; expired = none
+put      atomic upsert (last write wins) the store's put (last write wins)
+claim    atomic insert-if-absent-or-     get then put under a process lock: atomic
+         expired (``INSERT ... ON        within one process only (``InMemoryStore``
+         CONFLICT ... WHERE expired``):  is one process anyway); two processes on a
+         exactly one caller wins         store without CAS may both win
+delete   atomic                          the store's delete
+======== =============================== ============================================
+
+`claim` decides what must happen once: which worker runs a non-idempotent call, which
+worker sends the half-open probe. Every failure of the store (network partition, lost
+connection, timeout) is raised as `BackendError`; what a stage then does is set by
+`ToolPolicy.on_backend_error` (see `pipeline.shared`).
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol, runtime_checkable
+
+from cachetools import TTLCache
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.store.base import BaseStore
+
+from ..core.errors import UsageError
+
+NAMESPACE = "langchain_resilient_tools"
+"""First element of every namespace this package writes into a `BaseStore`."""
+TABLE = "lrt_state"
+"""The table `PostgresBackend` keeps its entries in (created on first use)."""
+
+_serde = JsonPlusSerializer()
+
+
+class BackendError(Exception):
+    """The state store failed (unreachable, timed out, refused): `__cause__` says how."""
+
+
+@runtime_checkable
+class StateBackend(Protocol):
+    """What the breaker, the dedup ledger and the caches need from a shared store."""
+
+    clock: Callable[[], float]
+    """Wall-clock seconds, the same on every worker (expiry and ages)."""
+
+    def get(self, ns: str, key: str) -> Any | None:
+        """The live value at (`ns`, `key`), or `None`."""
+
+    def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
+        """Store `value`, live for `ttl` seconds (overwrites)."""
+
+    def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
+        """Store `value` only if no live value is there; `True` for the one caller that did."""
+
+    def delete(self, ns: str, key: str) -> None:
+        """Forget (`ns`, `key`)."""
+
+
+def encode(value: Any) -> dict[str, str]:
+    """A JSON-safe form of any value LangGraph can checkpoint (messages, pydantic, ...)."""
+    kind, data = _serde.dumps_typed(value)
+    return {"t": kind, "d": base64.b64encode(data).decode()}
+
+
+def decode(data: dict[str, str]) -> Any:
+    return _serde.loads_typed((data["t"], base64.b64decode(data["d"])))
+
+
+class MemoryBackend:
+    """An in-process backend over a cachetools `TTLCache` (thread-safe, atomic claim)."""
+
+    def __init__(self, *, maxsize: int = 65536, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._data: TTLCache[tuple[str, str], tuple[Any, float]] = TTLCache(
+            maxsize, ttl=float("inf"), timer=clock
+        )
+        self._lock = threading.Lock()
+
+    def _live(self, k: tuple[str, str]) -> Any | None:
+        found = self._data.get(k)
+        if found is None or found[1] <= self.clock():
+            return None
+        return found
+
+    def get(self, ns: str, key: str) -> Any | None:
+        with self._lock:
+            found = self._live((ns, key))
+        return None if found is None else found[0]
+
+    def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
+        with self._lock:
+            self._data[ns, key] = (value, self.clock() + ttl)
+
+    def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
+        with self._lock:
+            if self._live((ns, key)) is not None:
+                return False
+            self._data[ns, key] = (value, self.clock() + ttl)
+            return True
+
+    def delete(self, ns: str, key: str) -> None:
+        with self._lock:
+            self._data.pop((ns, key), None)
+
+
+@contextmanager
+def _guard() -> Iterator[None]:
+    try:
+        yield
+    except BackendError:
+        raise
+    except Exception as exc:  # any store failure: the caller's policy decides
+        raise BackendError(f"state store failed: {type(exc).__name__}") from exc
+
+
+class StoreBackend:
+    """A backend over any LangGraph `BaseStore` (e.g. ``InMemoryStore``).
+
+    Values are kept as ``{"exp": expiry, "t": type, "d": data}`` under the namespace
+    ``(NAMESPACE, ns)``; expiry is checked on read, and handed to the store as its own
+    TTL where the store supports one (so that it sweeps old entries).
+    """
+
+    def __init__(self, store: BaseStore, *, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+        self._lock = threading.Lock()
+
+    def _store_ttl(self, ttl: float) -> dict[str, Any]:
+        return {"ttl": max(ttl / 60.0, 1.0)} if self.store.supports_ttl else {}
+
+    def _get(self, ns: str, key: str) -> Any | None:
+        item = self.store.get((NAMESPACE, ns), key)
+        if item is None or float(item.value.get("exp", 0.0)) <= self.clock():
+            return None
+        return decode(item.value)
+
+    def _put(self, ns: str, key: str, value: Any, ttl: float) -> None:
+        data = {"exp": self.clock() + ttl, **encode(value)}
+        self.store.put((NAMESPACE, ns), key, data, index=False, **self._store_ttl(ttl))
+
+    def get(self, ns: str, key: str) -> Any | None:
+        with _guard():
+            return self._get(ns, key)
+
+    def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
+        with _guard():
+            self._put(ns, key, value, ttl)
+
+    def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
+        with _guard(), self._lock:
+            if self._get(ns, key) is not None:
+                return False
+            self._put(ns, key, value, ttl)
+            return True
+
+    def delete(self, ns: str, key: str) -> None:
+        with _guard():
+            self.store.delete((NAMESPACE, ns), key)
+
+
+def as_backend(store: Any, *, clock: Callable[[], float] = time.time) -> StateBackend | None:
+    """The backend for an adapter's ``store=`` argument (`None` stays in-process)."""
+    if store is None or isinstance(store, StateBackend):
+        return store
+    if not isinstance(store, BaseStore):
+        raise UsageError("store must be a langgraph BaseStore (or a StateBackend)")
+    try:
+        from .postgres import PostgresBackend, is_postgres_store
+    except ImportError:  # langgraph-checkpoint-postgres is not installed
+        return StoreBackend(store, clock=clock)
+    if is_postgres_store(store):
+        return PostgresBackend(store, clock=clock)
+    return StoreBackend(store, clock=clock)

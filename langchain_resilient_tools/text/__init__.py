@@ -1,0 +1,1 @@
+"""Everything the model reads: classification, the envelope, redaction, cuts, wording."""
