@@ -34,13 +34,12 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.tools import BaseTool
 
 from .errors import UsageError
+from .policy import IdempotencyInfo
 from .tools import ToolStandIn, injected_keys
 
 if TYPE_CHECKING:
@@ -57,23 +56,6 @@ with (set when the policy declares keys)."""
 
 _EXTRAS_KEY = "idempotency_key"
 """Where a call's key is kept once built (``Call.extras``), so every attempt reuses it."""
-
-
-@dataclass(frozen=True, slots=True)
-class IdempotencyInfo:
-    """What a key-building callable (``ToolPolicy(idempotency_key=fn)``) receives."""
-
-    tool_name: str
-    args: Mapping[str, Any]
-    """The model's arguments (after repair), without injected ones."""
-    thread_id: str | None
-    """``config["configurable"]["thread_id"]`` of the run, if any."""
-    tool_call_id: str
-    """The id of the tool call in the ``AIMessage`` (persisted in checkpoints)."""
-
-
-KeyBuilder = Callable[[IdempotencyInfo], str]
-"""Builds the idempotency key of one call; must be deterministic for a resume to work."""
 
 
 def derive_key(thread_id: str | None, tool_name: str, tool_call_id: str) -> str:

@@ -11,6 +11,7 @@ import difflib
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
@@ -18,7 +19,24 @@ from langchain_core.rate_limiters import BaseRateLimiter
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .errors import UsageError
-from .idempotency import KeyBuilder
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyInfo:
+    """What a key-building callable (``ToolPolicy(idempotency_key=fn)``) receives."""
+
+    tool_name: str
+    args: Mapping[str, Any]
+    """The model's arguments (after repair), without injected ones."""
+    thread_id: str | None
+    """``config["configurable"]["thread_id"]`` of the run, if any."""
+    tool_call_id: str
+    """The id of the tool call in the ``AIMessage`` (persisted in checkpoints)."""
+
+
+KeyBuilder = Callable[[IdempotencyInfo], str]
+"""Builds the idempotency key of one call; must be deterministic for a resume to work."""
+
 
 DedupMode = Literal["reuse", "block", "warn", "off"]
 """What happens when the same call is made again (see the README's policy reference)."""
