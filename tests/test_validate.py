@@ -16,14 +16,10 @@ from langchain_resilient_tools.core.call import CallRecord
 from langchain_resilient_tools.core.errors import ToolRaised
 from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.pipeline.driver import Pipeline
-from langchain_resilient_tools.pipeline.validate.logic import (
-    PROBLEMS,
-    check,
-    compile_tool,
-    from_pydantic,
-)
+from langchain_resilient_tools.pipeline.validate.logic import check, compile_tool
 from langchain_resilient_tools.testing import invalid_call, tool_call
 from langchain_resilient_tools.text.classify import classify
+from langchain_resilient_tools.text.fields import PROBLEMS, from_pydantic
 from tests.conftest import Harness
 from tests.tools import CALLS, counted
 

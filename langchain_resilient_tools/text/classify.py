@@ -36,9 +36,9 @@ from ..core.errors import (
 from ..core.hints import is_rate_limited, retry_after, status_code
 from ..core.idempotency import scrub
 from ..core.tools import injected_keys
-from ..pipeline.validate.logic import from_pydantic
 from ..runtime import deadline as _deadline
 from . import messages as m
+from .fields import from_pydantic
 from .redact import looks_secret_key, redact
 
 
