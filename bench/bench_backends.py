@@ -22,7 +22,7 @@ from langchain_core.tools import StructuredTool
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import BreakerPolicy, ResilientTool, ToolPolicy
-from langchain_resilient_tools.state.backend import as_backend
+from langchain_resilient_tools.state.choose import as_backend
 
 from . import _util
 

@@ -19,8 +19,8 @@ from langchain_resilient_tools.state.backend import (
     BackendError,
     MemoryBackend,
     StoreBackend,
-    as_backend,
 )
+from langchain_resilient_tools.state.choose import as_backend
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness

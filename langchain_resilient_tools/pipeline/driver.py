@@ -23,7 +23,7 @@ from ..observe.observer import Observer
 from ..observe.stats import CallEvent, StatsSnapshot
 from ..runtime import deadline as _deadline
 from ..runtime.executor import TimedRunner, default_runner
-from ..state.backend import as_backend
+from ..state.choose import as_backend
 from ..text.classify import Failure, classify, error_result
 from .admit import AdmitStage
 from .attempt import AttemptStage

@@ -28,18 +28,29 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..core.call import Call
 from ..core.errors import CircuitOpen, StateUnavailable
-from ..state.backend import BackendError, StateBackend, as_backend
+from ..state.backend import BackendError, StateBackend
+from ..state.choose import as_backend
 from ..state.results import Entry as StoredResult
 from .breaker.machine import CLOSED, HALF_OPEN, OPEN, PROBE_BUSY_RETRY_S, CircuitBreaker, Ticket
 from .dedup.logic import Action, Entry, decide, effective_mode, scope_of
 
 if TYPE_CHECKING:
-    from .dedup.stage import DedupStage
     from .stage import Env
+
+
+class LedgerOwner(Protocol):
+    """What the shared ledger needs of the dedup stage that owns the call's entry (the
+    stage's own bookkeeping of a finished, aborted or persisted call)."""
+
+    def _end(self, call: Call, key: str, entry: Entry, value: Any, exc: Exception | None) -> None: ...
+
+    def _abort(self, call: Call, entry: Entry) -> None: ...
+
+    def _persist(self, call: Call, key: str, entry: Entry) -> None: ...
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -220,7 +231,7 @@ def _restore(data: Any) -> Entry | None:
 class _Shared:
     """One call's way through the shared ledger (decide once, then write the outcome)."""
 
-    def __init__(self, stage: DedupStage, call: Call, key: str, backend: StateBackend) -> None:
+    def __init__(self, stage: LedgerOwner, call: Call, key: str, backend: StateBackend) -> None:
         self.stage, self.call, self.key, self.backend = stage, call, key, backend
         self.lkey = _ledger_key(call, key)
         self.ttl = call.resolved.policy.dedup_ttl
@@ -271,7 +282,7 @@ class _Shared:
 
 
 def shared_begin(
-    stage: DedupStage, call: Call, key: str, backend: StateBackend
+    stage: LedgerOwner, call: Call, key: str, backend: StateBackend
 ) -> tuple[_Shared, Action, Entry | None] | None:
     """Decide `call` through the store: the ledger session, the action and the entry
     (`DedupStage` then runs the call as for a local ledger); `None` when the store

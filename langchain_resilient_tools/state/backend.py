@@ -40,8 +40,6 @@ from cachetools import TTLCache
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import BaseStore
 
-from ..core.errors import UsageError
-
 NAMESPACE = "langchain_resilient_tools"
 """First element of every namespace this package writes into a `BaseStore`."""
 TABLE = "lrt_state"
@@ -175,18 +173,3 @@ class StoreBackend:
     def delete(self, ns: str, key: str) -> None:
         with _guard():
             self.store.delete((NAMESPACE, ns), key)
-
-
-def as_backend(store: Any, *, clock: Callable[[], float] = time.time) -> StateBackend | None:
-    """The backend for an adapter's ``store=`` argument (`None` stays in-process)."""
-    if store is None or isinstance(store, StateBackend):
-        return store
-    if not isinstance(store, BaseStore):
-        raise UsageError("store must be a langgraph BaseStore (or a StateBackend)")
-    try:
-        from .postgres import PostgresBackend, is_postgres_store
-    except ImportError:  # langgraph-checkpoint-postgres is not installed
-        return StoreBackend(store, clock=clock)
-    if is_postgres_store(store):
-        return PostgresBackend(store, clock=clock)
-    return StoreBackend(store, clock=clock)
