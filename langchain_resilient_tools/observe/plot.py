@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ..core.errors import UsageError
-from .stats import CallEvent
+
+
+class CallEvent(Protocol):
+    """What a plot reads of one finished call (`observe.stats.CallEvent` has it)."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def duration_ms(self) -> float: ...
+    @property
+    def at(self) -> float: ...
+    @property
+    def status(self) -> str: ...
 
 
 def plot_events(events: Sequence[CallEvent], *, ax: Sequence[Any] | None = None) -> Any:

@@ -38,15 +38,20 @@ KILL_WAIT_S = 0.2
 _loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 """Loops that run (or ran) package-held work: the private loop, loops with abandoned tools."""
 _abandoned: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+_private: asyncio.AbstractEventLoop | None = None
+"""The package's private loop (`runtime.loop`), whose tasks are cancelled at exit."""
 _registered = False
 _lock = threading.Lock()
 
 
-def watch(loop: asyncio.AbstractEventLoop) -> None:
-    """Clean up after work the package leaves on `loop` at exit."""
-    global _registered
+def watch(loop: asyncio.AbstractEventLoop, *, private: bool = False) -> None:
+    """Clean up after work the package leaves on `loop` at exit (`private`: the
+    package's own loop, whose remaining tasks are cancelled first)."""
+    global _registered, _private
     with _lock:
         _loops.add(loop)
+        if private:
+            _private = loop
         if not _registered:
             atexit.register(close)
             _registered = True
@@ -81,9 +86,7 @@ def _awaited(task: asyncio.Task[Any]) -> list[asyncio.Task[Any]]:
 
 def close() -> None:
     """Cancel the private loop's tasks (briefly awaited), then end leftover servers."""
-    from . import loop as _loop
-
-    loop = _loop.current()
+    loop = _private
     pending = any(not t.done() for t in list(_abandoned))
     if loop is not None and loop.is_running():
         try:

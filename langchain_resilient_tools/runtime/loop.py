@@ -35,7 +35,7 @@ def private_loop() -> asyncio.AbstractEventLoop:
                 threading.Thread(
                     target=loop.run_forever, name="lrt-async-tools", daemon=True
                 ).start()
-                _exit.watch(loop)  # what runs on it is closed at interpreter exit
+                _exit.watch(loop, private=True)  # closed at interpreter exit
                 _loop = loop
     return _loop
 
