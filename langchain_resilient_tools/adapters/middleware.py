@@ -14,7 +14,7 @@ from typing import Annotated, Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, ToolCallRequest
-from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -26,15 +26,15 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.tools import thread_id_of
 from ..observe.stats import StatsSnapshot
 from ..pipeline.driver import Outcome, Pipeline
-from ..pipeline.repair.logic import Repaired, repair_call
+from ..pipeline.repair.logic import Repaired
 from ..pipeline.repair.stage import note_dropped
-from ..pipeline.validate.logic import tool_schema
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
 from ..runtime.offload import bridged, offloaded
 from ..state.graph import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
 from ..text.envelope import failure_message, success_message, take_error_record
+from .invalid_calls import answer_invalid_calls
 from .rollback import annotate, pop_ledger, rollback_update
 
 
@@ -43,10 +43,6 @@ class ResilientAgentState(AgentState[Any]):
 
     tool_errors: NotRequired[Annotated[list[dict[str, Any]], append_records]]
     tool_ledger: NotRequired[Annotated[dict[str, Any], merge_ledger]]
-
-
-def _never_runs(call: Call) -> Any:
-    raise AssertionError("a malformed call is answered before it could run")
 
 
 class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
@@ -182,72 +178,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     def after_model(
         self, state: ResilientAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        messages = state["messages"]
-        last = messages[-1] if messages else None
-        if not isinstance(last, AIMessage) or not last.invalid_tool_calls:
-            return None
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-        names = list(self._agent_tools)
-        replies: list[ToolMessage] = []
-        moved: list[ToolCall] = []
-        for bad in last.invalid_tool_calls:
-            if not bad.get("id") or bad["id"] in answered:
-                continue
-            fixed = self._repaired(bad)
-            if fixed is not None:  # runs like any other call, answered under its own id
-                moved.append(fixed)
-                continue
-            call = self.pipeline.new_call(
-                call_id=bad["id"] or "",
-                name=bad.get("name") or "",
-                args={},
-                tool=self._agent_tools.get(bad.get("name") or ""),
-                valid_tools=names,
-                raw_args=bad.get("args"),
-                parse_error=bad.get("error") or "the arguments are not valid JSON",
-                passthrough_unknown=True,
-            )
-            call.run = _never_runs
-            outcome = self.pipeline.run(call)
-            assert outcome.failure is not None
-            replies.append(failure_message(outcome.failure, outcome.call))
-        if not replies and not moved:
-            return None
-        update: dict[str, Any] = {"messages": replies}
-        if replies:
-            update[ERRORS_KEY] = [take_error_record(r) for r in replies]
-        if moved:  # the same id, so that add_messages replaces the model's message
-            ids = {tc["id"] for tc in moved}
-            fixed_ai = last.model_copy(
-                update={
-                    "tool_calls": [*last.tool_calls, *moved],
-                    "invalid_tool_calls": [
-                        b for b in last.invalid_tool_calls if b.get("id") not in ids
-                    ],
-                }
-            )
-            update["messages"] = [fixed_ai, *replies]
-        if not last.tool_calls and not moved:
-            update["jump_to"] = "model"
-        return update
-
-    def _repaired(self, bad: InvalidToolCall) -> ToolCall | None:
-        """An invalid call as a valid one, when its arguments can be repaired."""
-        name = bad.get("name") or ""
-        tool = self._agent_tools.get(name)
-        raw = bad.get("args")
-        if tool is None or raw is None or not bad.get("id"):
-            return None
-        policy = self.pipeline.resolver.resolve(name).policy
-        result = repair_call(
-            raw, tool_schema(tool).facts, policy.aliases, unknown_args=policy.unknown_args
-        )
-        if result.args is None:
-            return None
-        if len(self._carried) > 1024:
-            self._carried.clear()
-        self._carried[bad["id"] or ""] = result
-        return ToolCall(name=name, args=result.args, id=bad["id"], type="tool_call")
+        """Answer, or repair and run, the calls the model could not format."""
+        return answer_invalid_calls(self.pipeline, self._agent_tools, self._carried, state)
 
     async def aafter_model(
         self, state: ResilientAgentState, runtime: Runtime[Any]

@@ -1,0 +1,159 @@
+"""The message forms of `ResilientToolNode`: what comes in, and what goes out.
+
+In: ToolNode's input forms, plus the model's malformed calls
+(``AIMessage.invalid_tool_calls``), which ToolNode skips and every one of which is
+answered here; and the `ToolRuntime` of each call. Out: the answer of a finished call,
+with ``handle_tool_errors`` applied as `ToolNode` applies it, and the wiring bugs only
+the graph's author can fix raised as `ToolNode` raises them (the rule is in `_answer`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Literal, cast
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import get_config_list
+from langchain_core.tools import BaseTool
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolRuntime
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+from pydantic import BaseModel
+
+from ..core.errors import for_author
+from ..core.tools import INVALID_KEY
+from ..pipeline.driver import Outcome
+from ..text.classify import HandledByTool
+from ..text.envelope import failure_message, success_message
+
+try:
+    from langgraph.prebuilt.tool_node import _infer_handled_types
+except ImportError:  # pragma: no cover - private helper moved
+
+    def _infer_handled_types(handler: Callable[..., str]) -> tuple[type[Exception], ...]:
+        return (Exception,)
+
+
+HandleToolErrors = bool | str | Callable[..., str] | type[Exception] | tuple[type[Exception], ...]
+_RUNTIME_FIELDS = frozenset(f.name for f in dataclasses.fields(ToolRuntime))
+
+
+class MessageForms(ToolNode):
+    """Input parsing and answers of `ResilientToolNode` (its base; not used alone)."""
+
+    _handle: HandleToolErrors
+    _tool_list: list[BaseTool]
+
+    # -- input ---------------------------------------------------------------------
+
+    def _parse_input(
+        self, input: list[AnyMessage] | dict[str, Any] | BaseModel
+    ) -> tuple[list[ToolCall], Literal["list", "dict", "tool_calls"]]:
+        tool_calls, input_type = super()._parse_input(input)
+        if input_type == "tool_calls":
+            return tool_calls, input_type
+        if isinstance(input, list):
+            messages = input
+        elif isinstance(input, dict):
+            messages = input.get(self._messages_key, [])
+        else:
+            messages = getattr(input, self._messages_key, [])
+        ai = next(m for m in reversed(messages) if isinstance(m, AIMessage))
+        if ai.invalid_tool_calls:
+            seen = {tc["id"] for tc in tool_calls}
+            tool_calls = list(tool_calls)
+            for bad in ai.invalid_tool_calls:
+                if bad.get("id") and bad["id"] not in seen:
+                    marked: dict[str, Any] = {
+                        "name": bad.get("name") or "",
+                        "args": {},
+                        "id": bad["id"],
+                        "type": "tool_call",
+                        INVALID_KEY: {"args": bad.get("args"), "error": bad.get("error")},
+                    }
+                    tool_calls.append(marked)  # type: ignore[arg-type]
+        return tool_calls, input_type
+
+    def _runtimes(
+        self,
+        input: Any,
+        tool_calls: list[ToolCall],
+        config: RunnableConfig,
+        runtime: Runtime[Any],
+    ) -> list[ToolRuntime]:
+        shared = {
+            "context": runtime.context,
+            "store": runtime.store,
+            "stream_writer": runtime.stream_writer,
+            "tools": self._tool_list,
+            "execution_info": getattr(runtime, "execution_info", None),
+            "server_info": getattr(runtime, "server_info", None),
+        }
+        shared = {k: v for k, v in shared.items() if k in _RUNTIME_FIELDS}  # per version
+        return [
+            ToolRuntime(
+                state=cast(Any, self._extract_state(input, cfg)),
+                tool_call_id=call["id"],
+                config=cfg,
+                **shared,
+            )
+            for call, cfg in zip(tool_calls, get_config_list(config, len(tool_calls)), strict=False)
+        ]
+
+    def _answer(self, outcome: Outcome) -> ToolMessage | Command[Any] | list[Any]:
+        """The call's answer, with ``handle_tool_errors`` applied as `ToolNode` applies it.
+
+        Who gets an error: what the model can act on, and what the world did, is
+        answered; what only the graph's author can fix (an invalid `Command`, an
+        ``InjectedStore`` tool in a graph without a store) was raised before this point
+        (`for_author`). ``handle_tool_errors`` decides only for an exception that came
+        from the tool (or from its own argument validation, which a tool with
+        ``handle_validation_error`` or a node with ``handle_tool_errors=False`` leaves to
+        the tool): `True` (the default) answers with the envelope; `False` re-raises it;
+        a `str` is the content; an exception type or tuple answers those types and
+        re-raises others; a callable builds the content for the types it annotates.
+        Failures the pipeline found itself (timeouts, an open circuit, a duplicate, an
+        unknown tool) have no such exception and are always answered with the envelope.
+        An error the tool answered itself (its ``handle_tool_error``) is its own answer.
+        """
+        call, failure = outcome.call, outcome.failure
+        if failure is None:
+            return success_message(outcome.value, call)
+        cause, handle = failure.cause, self._handle
+        if cause is None or handle is True or isinstance(cause, HandledByTool):
+            return failure_message(failure, call)
+        if handle is False:
+            raise cause
+        if isinstance(handle, str):
+            return failure_message(failure, call, content=handle)
+        if isinstance(handle, (type, tuple)):
+            if isinstance(cause, handle):
+                return failure_message(failure, call)
+            raise cause
+        if isinstance(cause, _infer_handled_types(handle)):
+            return failure_message(failure, call, content=str(handle(cause)))
+        raise cause
+
+    # -- wiring bugs: raised for the graph's author, as ToolNode raises them ----------
+
+    def _inject_tool_args(
+        self, tool_call: ToolCall, tool_runtime: ToolRuntime, tool: BaseTool | None = None
+    ) -> ToolCall:
+        try:
+            return super()._inject_tool_args(tool_call, tool_runtime, tool)
+        except Exception as exc:  # e.g. InjectedStore without a store: the author's to fix
+            raise for_author(exc) from None
+
+    def _normalize_tool_response(
+        self,
+        response: Any,
+        tool_call: ToolCall,
+        input_type: Literal["list", "dict", "tool_calls"],
+    ) -> Any:
+        try:
+            return super()._normalize_tool_response(response, tool_call, input_type)
+        except (ValueError, TypeError) as exc:  # an invalid Command or return type
+            raise for_author(exc) from None

@@ -1,0 +1,244 @@
+"""How `ResilientToolNode` runs one step: every call of an AIMessage, sync or async.
+
+The sync path runs no pool per step: the stages of parallel calls are tasks of a
+private event loop of the calling thread (`runtime.steploop`), their tools run on the
+pipeline's persistent workers; where a loop already runs in the thread (Jupyter), the
+calls go to a persistent pool of threads instead. Both paths honour
+``max_concurrency``, run the first of identical calls first, write error records to
+``tool_errors``, and at the end of a step write dedup entries to ``tool_ledger`` and do
+a ``rollback`` of a useless result (see `adapters.rollback.finish_node_step`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, Literal
+
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
+from langgraph.runtime import Runtime
+
+from ..core.call import Call
+from ..core.tools import thread_id_of
+from ..pipeline.dedup.logic import first_twins
+from ..pipeline.driver import Pipeline
+from ..runtime.executor import dispatch_pool
+from ..runtime.steploop import run_step, step_loop
+from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
+from ..text.envelope import take_error_record
+from .node_io import MessageForms
+from .rollback import annotate, finish_node_step
+
+INPUT_TYPE: contextvars.ContextVar[Literal["list", "dict", "tool_calls"]] = contextvars.ContextVar(
+    "lrt_input_type", default="dict"
+)
+"""The step's input form, read by the async wrapper for sync tools (tasks copy it)."""
+
+
+class StepNode(MessageForms):
+    """The step drivers of `ResilientToolNode` (its base; not used alone)."""
+
+    pipeline: Pipeline
+    _errors_key: str | None
+    _rollbacks: dict[str, int]
+    _errors_dropped: DroppedRecordsWarning
+
+    def _sync_call(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
+    ) -> Call:
+        """The `Call` for `request`, run by the sync `execute` (see `adapters.node`)."""
+        raise NotImplementedError
+
+    # -- drivers -------------------------------------------------------------------
+
+    def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        tool_calls, input_type = self._parse_input(input)
+        runtimes = self._runtimes(input, tool_calls, config, runtime)
+        if len(tool_calls) <= 1:
+            outputs = [
+                self._run_one(tc, input_type, rt)
+                for tc, rt in zip(tool_calls, runtimes, strict=True)
+            ]
+        elif (loop := step_loop()) is not None:
+            run = partial(self._run_one_offloaded, input_type=input_type)
+            coro = self._arun_all(tool_calls, runtimes, input_type, config, run=run)
+            outputs = run_step(loop, coro)
+        else:
+            outputs = self._run_all_threaded(tool_calls, runtimes, input_type, config)
+        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
+        return self._after_step(output, input, config)
+
+    def _run_all_threaded(
+        self,
+        tool_calls: list[ToolCall],
+        runtimes: list[ToolRuntime],
+        input_type: Literal["list", "dict", "tool_calls"],
+        config: RunnableConfig,
+    ) -> list[Any]:
+        """The calls of a sync step on threads (where an event loop already runs here)."""
+        n = len(tool_calls)
+        limit = config.get("max_concurrency") or n
+        gate = threading.BoundedSemaphore(limit) if limit < n else None
+        twins, ran = first_twins(tool_calls), [threading.Event() for _ in range(n)]
+
+        def job(i: int) -> Any:
+            if (j := twins[i]) is not None:  # identical calls: the first one runs first
+                ran[j].wait()
+            try:
+                if gate is None:
+                    return self._run_one(tool_calls[i], input_type, runtimes[i])
+                with gate:
+                    return self._run_one(tool_calls[i], input_type, runtimes[i])
+            finally:
+                ran[i].set()
+
+        pool = dispatch_pool()
+        futures = [pool.submit(_bind(contextvars.copy_context(), job, i)) for i in range(1, n)]
+        first: list[Any] = []
+        error: BaseException | None = None
+        try:
+            first.append(job(0))
+        except BaseException as exc:  # re-raised once the siblings are done
+            error = exc
+        rest = []
+        for fut in futures:
+            try:
+                rest.append(fut.result())
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        return first + rest
+
+    async def _run_one_offloaded(
+        self,
+        tool_call: ToolCall,
+        tool_runtime: ToolRuntime,
+        *,
+        input_type: Literal["list", "dict", "tool_calls"],
+    ) -> Any:
+        """One call of a sync step on the step's private loop: ToolNode's `_run_one`
+        with the stages awaited here and the (sync) tool run on the pipeline's workers."""
+        request = ToolCallRequest(
+            tool_call=tool_call,
+            tool=self.tools_by_name.get(tool_call["name"]),
+            state=tool_runtime.state,
+            runtime=tool_runtime,
+        )
+        config = tool_runtime.config
+
+        def execute(req: ToolCallRequest) -> Any:
+            return self._execute_tool_sync(req, input_type, config)
+
+        call = self._sync_call(request, execute)
+        call.offload = True
+        outcome = await self.pipeline.arun(call, sync_callbacks=True)
+        return annotate(self._answer(outcome), outcome)
+
+    async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        tool_calls, input_type = self._parse_input(input)
+        runtimes = self._runtimes(input, tool_calls, config, runtime)
+        INPUT_TYPE.set(input_type)  # read by `_awrap` for sync tools; tasks copy it
+        if len(tool_calls) == 1:  # no task (and no loop turns) needed to run one call
+            outputs = [await self._arun_one(tool_calls[0], input_type, runtimes[0])]
+        else:
+            outputs = await self._arun_all(tool_calls, runtimes, input_type, config)
+        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
+        return self._after_step(output, input, config)
+
+    async def _arun_all(
+        self,
+        tool_calls: list[ToolCall],
+        runtimes: list[ToolRuntime],
+        input_type: Literal["list", "dict", "tool_calls"],
+        config: RunnableConfig,
+        *,
+        run: Callable[[ToolCall, ToolRuntime], Awaitable[Any]] | None = None,
+    ) -> list[Any]:
+        """Every call of the step, concurrently (`run`: how one call runs; by default
+        ToolNode's `_arun_one`, which enters the pipeline through `_awrap`)."""
+        if run is None:
+            run = partial(_call_with_type, self._arun_one, input_type)
+        limit = config.get("max_concurrency")
+        gate = asyncio.Semaphore(limit) if limit and limit < len(tool_calls) else None
+        twins = first_twins(tool_calls)
+        pairs = list(zip(tool_calls, runtimes, strict=True))
+        if gate is None and not any(j is not None for j in twins):
+            coros = [run(tc, rt) for tc, rt in pairs]
+        else:
+            ran = [asyncio.Event() for _ in tool_calls]
+
+            async def job(i: int, tc: ToolCall, rt: ToolRuntime) -> Any:
+                if (j := twins[i]) is not None:  # identical calls: the first one runs first
+                    await ran[j].wait()
+                try:
+                    if gate is None:
+                        return await run(tc, rt)
+                    async with gate:
+                        return await run(tc, rt)
+                finally:
+                    ran[i].set()
+
+            coros = [job(i, tc, rt) for i, (tc, rt) in enumerate(pairs)]
+        # Like the sync path, a call that raises (an interrupt) is re-raised only once its
+        # siblings are done: none is left running in the background, and a resumed step
+        # finds their answers recorded instead of running them again.
+        results = await asyncio.gather(*coros, return_exceptions=True)
+        outputs: list[Any] = []
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            outputs.append(result)
+        return outputs
+
+    def _after_step(self, output: Any, input: Any, config: RunnableConfig) -> Any:
+        """Dedup entries to ``tool_ledger``, and rollbacks (see `adapters.rollback`)."""
+        return finish_node_step(
+            output,
+            input,
+            messages_key=self._messages_key,
+            ledger_key=LEDGER_KEY,
+            memory=self._rollbacks,
+            thread_id=thread_id_of(config),
+        )
+
+    def _with_errors(self, output: Any, input: Any) -> Any:
+        """Error records to the state's ``tool_errors`` (when it has that key); private
+        records are taken off the answers either way (`take_error_record`)."""
+        messages: list[Any] = []
+        if isinstance(output, dict):
+            messages = output.get(self._messages_key, [])
+        else:
+            for item in output:
+                if isinstance(item, dict):
+                    messages.extend(item.get(self._messages_key, []))
+                elif isinstance(item, ToolMessage):
+                    messages.append(item)
+        records = [r for msg in messages if (r := take_error_record(msg)) is not None]
+        key = self._errors_key
+        if not records or not key or not isinstance(input, dict):
+            return output
+        if key not in input:  # e.g. create_react_agent's default state
+            self._errors_dropped.dropped(f"ResilientToolNode {self.name!r}", key)
+            return output
+        if isinstance(output, dict):
+            return {**output, key: records}
+        return [*output, {key: records}]
+
+
+def _bind(ctx: contextvars.Context, fn: Callable[[int], Any], i: int) -> Callable[[], Any]:
+    return lambda: ctx.run(fn, i)
+
+
+def _call_with_type(
+    arun_one: Callable[..., Awaitable[Any]],
+    input_type: Literal["list", "dict", "tool_calls"],
+    tool_call: ToolCall,
+    tool_runtime: ToolRuntime,
+) -> Awaitable[Any]:
+    return arun_one(tool_call, input_type, tool_runtime)
