@@ -1,0 +1,110 @@
+"""The package's folders are its layers: no import cycles, and imports point down.
+
+The graph is read from the source with `ast`: every ``import``/``from ... import`` of a
+module of this package, at module level, in a function, or under ``TYPE_CHECKING`` (a
+cycle of type-only imports is a cycle of concepts all the same). The layers, lowest first:
+
+``core`` (errors, policies, the call) -> ``runtime`` (where tools run) -> ``text``
+(everything the model reads) -> ``state`` (backends, graph state) -> ``observe`` ->
+``pipeline`` (the stages) -> ``adapters`` -> the package root and its public modules.
+
+A module may import its own layer and the layers below it, never one above. A public
+module that imports nothing of the package (`checks`) stands below every layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import langchain_resilient_tools
+
+PKG = "langchain_resilient_tools"
+ROOT = Path(langchain_resilient_tools.__file__).parent
+LAYERS = ["core", "runtime", "text", "state", "observe", "pipeline", "adapters"]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    is_pkg = path.name == "__init__.py"
+    here = name.split(".") if is_pkg else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                kept = here[: len(here) - node.level + 1]
+                base = ".".join([*kept, node.module or ""]).rstrip(".")
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                cand = f"{base}.{alias.name}"
+                found.add(cand if cand in MODULES else base)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m in MODULES and m != name and m != PKG}
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _layer(name: str) -> int:
+    parts = name.split(".")
+    if len(parts) > 1 and parts[1] in LAYERS:
+        return LAYERS.index(parts[1])
+    if name != PKG and not GRAPH[name]:
+        return -1  # a public leaf module (checks): below every layer
+    return len(LAYERS)  # the root and its public modules: on top
+
+
+def test_no_import_cycles() -> None:
+    done: set[str] = set()
+    stack: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in stack:
+            cycle = [*stack[stack.index(name) :], name]
+            raise AssertionError("import cycle: " + " -> ".join(cycle))
+        if name in done:
+            return
+        stack.append(name)
+        for dep in sorted(GRAPH[name]):
+            visit(dep)
+        stack.pop()
+        done.add(name)
+
+    for name in sorted(GRAPH):
+        visit(name)
+
+
+def test_imports_point_down() -> None:
+    upward = [
+        f"{name} -> {dep}"
+        for name, deps in sorted(GRAPH.items())
+        for dep in sorted(deps)
+        if _layer(dep) > _layer(name)
+    ]
+    assert not upward, "imports that point up a layer:\n" + "\n".join(upward)
+
+
+def test_adapter_modules_stay_small() -> None:
+    for path in (ROOT / "adapters").glob("*.py"):
+        lines = len(path.read_text().splitlines())
+        assert lines <= 260, f"{path.name} has {lines} lines"
+
+
+def test_every_private_module_has_a_home() -> None:
+    """No flat private modules left at the root: each concern lives in its layer."""
+    flat = [p.name for p in ROOT.glob("_*.py") if p.name != "__init__.py"]
+    assert flat == []
