@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _util, memory, overhead, timeouts
+from . import _util, memory, overhead, timeouts, wrapper
 
 OPTIONAL = ("bench_repair", "bench_dedup", "bench_breaker", "bench_backends")
 """Benchmark modules owned elsewhere; each is run through its ``main()`` if present."""
@@ -37,7 +37,16 @@ def _own(quick: bool) -> dict[str, Callable[[], tuple[dict[str, Any], str]]]:
         result = memory.run(calls=500 if quick else 100_000)
         return result, memory.table(result)
 
-    return {"overhead": run_overhead, "timeouts": run_timeouts, "memory": run_memory}
+    def run_wrapper() -> tuple[dict[str, Any], str]:
+        result = wrapper.run(rounds=3, target_s=0.01) if quick else wrapper.run()
+        return result, wrapper.table(result)
+
+    return {
+        "overhead": run_overhead,
+        "wrapper": run_wrapper,
+        "timeouts": run_timeouts,
+        "memory": run_memory,
+    }
 
 
 def _call_main(module: Any, quick: bool) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import memory, overhead, timeouts
+from bench import memory, overhead, timeouts, wrapper
 
 
 def test_overhead_quick_one_round_one_call() -> None:
@@ -23,6 +23,17 @@ def test_overhead_quick_one_round_one_call() -> None:
         assert cell["ratio"][overhead.BASELINE] == 1.0
         assert isinstance(cell["target_met"], bool)
     assert "resilient_node" in overhead.table(result)
+
+
+def test_wrapper_quick() -> None:
+    """The wrapper against the bare tool, called directly (no ToolNode around it)."""
+    result = wrapper.run(rounds=1, target_s=0.001)
+    assert [c["mode"] for c in result["cells"]] == ["sync", "async"]
+    for cell in result["cells"]:
+        assert set(cell["ratio"]) == {"tool", "wrapped", "wrapped_no_timeout"}
+        assert cell["ratio"]["tool"] == 1.0 and cell["added_us"]["tool"] == 0
+        assert isinstance(cell["target_met"], bool)
+    assert "wrapped_no_timeout" in wrapper.table(result)
 
 
 def test_timeouts_and_memory_tiny() -> None:
