@@ -33,7 +33,7 @@ from ..runtime.isolate import check_isolated
 from ..runtime.offload import bridged, offloaded
 from ..state.graph import ERRORS_KEY, DroppedRecordsWarning
 from .node_io import HandleToolErrors
-from .node_step import INPUT_TYPE, StepNode
+from .node_step import INPUT_TYPE, TWINLESS, StepNode
 from .rollback import annotate
 
 ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
@@ -133,6 +133,7 @@ class ResilientToolNode(StepNode):
             store=getattr(request.runtime, "store", None),
             passthrough_unknown=self._user_wrap is not None or self._user_awrap is not None,
             tool_validates=self._handle is not True,  # ToolNode's own handling decides
+            twinless=TWINLESS.get(),
         )
         if bad is not None:
             call.raw_args = bad.get("args")

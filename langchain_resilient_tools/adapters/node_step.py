@@ -38,6 +38,12 @@ INPUT_TYPE: contextvars.ContextVar[Literal["list", "dict", "tool_calls"]] = cont
     "lrt_input_type", default="dict"
 )
 """The step's input form, read by the async wrapper for sync tools (tasks copy it)."""
+TWINLESS: contextvars.ContextVar[bool] = contextvars.ContextVar("lrt_twinless", default=False)
+"""Whether no two calls of the running step are identical (tasks and workers copy it)."""
+
+
+def _twinless(tool_calls: list[ToolCall]) -> bool:
+    return len(tool_calls) <= 1 or all(j is None for j in first_twins(tool_calls))
 
 
 class StepNode(MessageForms):
@@ -59,17 +65,21 @@ class StepNode(MessageForms):
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
-        if len(tool_calls) <= 1:
-            outputs = [
-                self._run_one(tc, input_type, rt)
-                for tc, rt in zip(tool_calls, runtimes, strict=True)
-            ]
-        elif (loop := step_loop()) is not None:
-            run = partial(self._run_one_offloaded, input_type=input_type)
-            coro = self._arun_all(tool_calls, runtimes, input_type, config, run=run)
-            outputs = run_step(loop, coro)
-        else:
-            outputs = self._run_all_threaded(tool_calls, runtimes, input_type, config)
+        token = TWINLESS.set(_twinless(tool_calls))
+        try:
+            if len(tool_calls) <= 1:
+                outputs = [
+                    self._run_one(tc, input_type, rt)
+                    for tc, rt in zip(tool_calls, runtimes, strict=True)
+                ]
+            elif (loop := step_loop()) is not None:
+                run = partial(self._run_one_offloaded, input_type=input_type)
+                coro = self._arun_all(tool_calls, runtimes, input_type, config, run=run)
+                outputs = run_step(loop, coro)
+            else:
+                outputs = self._run_all_threaded(tool_calls, runtimes, input_type, config)
+        finally:
+            TWINLESS.reset(token)
         output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
         return self._after_step(output, input, config)
 
@@ -144,10 +154,14 @@ class StepNode(MessageForms):
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
         INPUT_TYPE.set(input_type)  # read by `_awrap` for sync tools; tasks copy it
-        if len(tool_calls) == 1:  # no task (and no loop turns) needed to run one call
-            outputs = [await self._arun_one(tool_calls[0], input_type, runtimes[0])]
-        else:
-            outputs = await self._arun_all(tool_calls, runtimes, input_type, config)
+        token = TWINLESS.set(_twinless(tool_calls))
+        try:
+            if len(tool_calls) == 1:  # no task (and no loop turns) needed to run one call
+                outputs = [await self._arun_one(tool_calls[0], input_type, runtimes[0])]
+            else:
+                outputs = await self._arun_all(tool_calls, runtimes, input_type, config)
+        finally:
+            TWINLESS.reset(token)
         output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
         return self._after_step(output, input, config)
 

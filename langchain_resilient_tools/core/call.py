@@ -88,6 +88,9 @@ class Call:
     and validation leave it alone."""
     store: Any = None
     """The graph's `BaseStore` (``runtime.store``), if the call came through a graph with one."""
+    twinless: bool = False
+    """No call identical to this one is in its step (the node knows its siblings): with
+    no thread and no ledger in the state, dedup has nothing to decide for it."""
     tool_validates: bool = False
     """The tool's own argument validation answers, not the pipeline's: its errors then
     reach the adapter's error handling as the tool raised them (a node with its own

@@ -209,7 +209,12 @@ class DedupStage(Stage):
     @staticmethod
     def _off(call: Call) -> bool:
         mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
-        return mode == "off" or scope_of(call) is None
+        if mode == "off":
+            return True
+        if call.twinless and not call.thread_id and not _has_ledger(call.state):
+            # Scoped by its message, which holds nothing identical: nothing to decide.
+            return True
+        return scope_of(call) is None
 
     def _decide(
         self, call: Call, key: str
