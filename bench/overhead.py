@@ -200,22 +200,42 @@ def table(result: dict[str, Any]) -> str:
     return _util.format_table(headers, rows)
 
 
-def markdown(result: dict[str, Any]) -> str:
-    """The wall-time ratios as the README's Markdown table (a met target in bold)."""
-    lines = [
+def markdown(result: dict[str, Any], other: dict[str, Any] | None = None) -> str:
+    """The wall-time ratios as the README's Markdown table (a met target in bold): for
+    `ResilientToolNode`, the ratio of medians, the spread of per-round ratios and the
+    microseconds it adds per call; `other` (a run on another Python) adds its columns."""
+
+    def node(c: dict[str, Any]) -> str:
+        ratio = f"{c['ratio']['resilient_node']:.2f}x"
+        lo, hi = c["round_ratio_range"]["resilient_node"]
+        added = c["us_per_call"]["resilient_node"] - c["us_per_call"][BASELINE]
+        shown = f"**{ratio}**" if c["target_met"] else ratio
+        return f"{shown} ({lo:.2f}-{hi:.2f}) | {added:+.0f}"
+
+    head = (
         "| mode | context | calls per message | ToolNode µs/call | ToolNode + "
-        "ToolRetryMiddleware | ResilientToolNode | target | ToolNode([ResilientTool]) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+        "ToolRetryMiddleware | ResilientToolNode (round range) | added µs/call |"
+    )
+    rule = "|---|---|---|---|---|---|---|"
+    if other is not None:
+        py = other.get("python", "other")
+        head += f" ResilientToolNode, py{py} | added µs, py{py} |"
+        rule += "---|---|"
+    lines = [head + " target | ToolNode([ResilientTool]) |", rule + "---|---|"]
+    others = {
+        (c["mode"], c["context"], c["calls_per_message"]): c for c in (other or {}).get("cells", [])
+    }
     for c in result["cells"]:
         r = c["ratio"]
-        node = f"{r['resilient_node']:.2f}x"
-        lines.append(
+        row = (
             f"| {c['mode']} | {c['context']} | {c['calls_per_message']} "
-            f"| {c['us_per_call'][BASELINE]:.0f} | {r['toolnode+retry_mw']:.2f}x "
-            f"| {f'**{node}**' if c['target_met'] else node} "
-            f"| {c['target_resilient_node']}x | {r['resilient_tool']:.2f}x |"
+            f"| {c['us_per_call'][BASELINE]:.0f} | {r['toolnode+retry_mw']:.2f}x | {node(c)} |"
         )
+        if other is not None:
+            o = others.get((c["mode"], c["context"], c["calls_per_message"]))
+            row += f" {node(o)} |" if o else " | |"
+        row += f" {c['target_resilient_node']}x | {r['resilient_tool']:.2f}x |"
+        lines.append(row)
     return "\n".join(lines)
 
 

@@ -116,6 +116,36 @@ def table(result: dict[str, Any]) -> str:
     return _util.format_table(headers, rows)
 
 
+def markdown(result: dict[str, Any], other: dict[str, Any] | None = None) -> str:
+    """The README's table: wrapped / bare, the per-round spread and the added µs per
+    call; `other` (a run on another Python, with its ``python`` key) adds its columns."""
+    py = (other or {}).get("python", "other")
+    head = "| mode | variant | bare µs/call | ratio (round range) | added µs/call |"
+    rule = "|---|---|---|---|---|"
+    if other is not None:
+        head += f" ratio, py{py} | added µs, py{py} |"
+        rule += "---|---|"
+    lines = [head + " target |", rule + "---|"]
+    others = {c["mode"]: c for c in (other or {}).get("cells", [])}
+
+    def cols(c: dict[str, Any], name: str) -> str:
+        lo, hi = c["round_ratio_range"][name]
+        ratio = f"{c['ratio'][name]:.2f}x"
+        if name == "wrapped" and c["target_met"]:
+            ratio = f"**{ratio}**"
+        return f"{ratio} ({lo:.2f}-{hi:.2f}) | {c['added_us'][name]:+.0f}"
+
+    for c in result["cells"]:
+        for name in ("wrapped", "wrapped_no_timeout"):
+            label = "default policy" if name == "wrapped" else "`timeout=None`"
+            row = f"| {c['mode']} | {label} | {c['us_per_call'][BASELINE]:.0f} | {cols(c, name)} |"
+            if other is not None and c["mode"] in others:
+                row += f" {cols(others[c['mode']], name)} |"
+            row += f" {c['target']}x |" if name == "wrapped" else " |"
+            lines.append(row)
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result = run()
     print(table(result))

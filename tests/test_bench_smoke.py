@@ -67,7 +67,7 @@ def test_readme_shows_the_overhead_table() -> None:
     latest = json.loads((root / "bench" / "results" / "latest.json").read_text())
     readme = (root / "README.md").read_text()
     header = overhead.markdown(latest["overhead"]).splitlines()[0]
-    assert header in readme
+    assert header.split(" target |")[0] in readme  # more columns may follow (another Python)
     for cell in latest["overhead"]["cells"]:
         start = f"| {cell['mode']} | {cell['context']} | {cell['calls_per_message']} |"
         assert start in readme, start
