@@ -514,12 +514,16 @@ def _custom_events(cls: type[ToolNode], mode: str) -> list[Any]:
     ]
     if mode == "async":
         calls.append(tool_call("astreamer", {"text": "Cd"}, id="c2"))
-    payload = {"messages": [AIMessage("", tool_calls=calls)]}
+    return _custom_stream(compiled, {"messages": [AIMessage("", tool_calls=calls)]}, mode)
+
+
+def _custom_stream(graph: Any, payload: Any, mode: str) -> list[Any]:
+    """The ``stream_mode="custom"`` events of one run of `graph`, sync or async."""
     if mode == "sync":
-        return list(compiled.stream(payload, stream_mode="custom"))
+        return list(graph.stream(payload, stream_mode="custom"))
 
     async def collect() -> list[Any]:
-        return [e async for e in compiled.astream(payload, stream_mode="custom")]
+        return [e async for e in graph.astream(payload, stream_mode="custom")]
 
     return asyncio.run(collect())
 
@@ -540,14 +544,7 @@ def _agent_events(middleware: list[Any], tools: list[Any], mode: str) -> list[An
     calls = [tool_call(t.name, {"text": f"t{i}"}, id=f"c{i}") for i, t in enumerate(tools)]
     model = ScriptedChatModel(script=[AIMessage("", tool_calls=calls), AIMessage("done")])
     agent = create_agent(model, tools, middleware=middleware)
-    payload = {"messages": [HumanMessage("go")]}
-    if mode == "sync":
-        return list(agent.stream(payload, stream_mode="custom"))
-
-    async def collect() -> list[Any]:
-        return [e async for e in agent.astream(payload, stream_mode="custom")]
-
-    return asyncio.run(collect())
+    return _custom_stream(agent, {"messages": [HumanMessage("go")]}, mode)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
