@@ -42,9 +42,6 @@ TWINLESS: contextvars.ContextVar[bool] = contextvars.ContextVar("lrt_twinless", 
 """Whether no two calls of the running step are identical (tasks and workers copy it)."""
 
 
-def _twinless(tool_calls: list[ToolCall]) -> bool:
-    return len(tool_calls) <= 1 or all(j is None for j in first_twins(tool_calls))
-
 
 class StepNode(MessageForms):
     """The step drivers of `ResilientToolNode` (its base; not used alone)."""
@@ -65,7 +62,8 @@ class StepNode(MessageForms):
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
-        token = TWINLESS.set(_twinless(tool_calls))
+        twins = first_twins(tool_calls)  # the index of each call's earlier twin, if any
+        token = TWINLESS.set(all(j is None for j in twins))
         try:
             if len(tool_calls) <= 1:
                 outputs = [
@@ -74,10 +72,10 @@ class StepNode(MessageForms):
                 ]
             elif (loop := step_loop()) is not None:
                 run = partial(self._run_one_offloaded, input_type=input_type)
-                coro = self._arun_all(tool_calls, runtimes, input_type, config, run=run)
+                coro = self._arun_all(tool_calls, runtimes, twins, config, run=run)
                 outputs = run_step(loop, coro)
             else:
-                outputs = self._run_all_threaded(tool_calls, runtimes, input_type, config)
+                outputs = self._run_all_threaded(tool_calls, runtimes, twins, input_type, config)
         finally:
             TWINLESS.reset(token)
         output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
@@ -87,14 +85,16 @@ class StepNode(MessageForms):
         self,
         tool_calls: list[ToolCall],
         runtimes: list[ToolRuntime],
+        twins: list[int | None],
         input_type: Literal["list", "dict", "tool_calls"],
         config: RunnableConfig,
     ) -> list[Any]:
-        """The calls of a sync step on threads (where an event loop already runs here)."""
+        """The calls of a sync step on threads (where an event loop already runs here);
+        `twins`: the index of each call's earlier identical call, if any."""
         n = len(tool_calls)
         limit = config.get("max_concurrency") or n
         gate = threading.BoundedSemaphore(limit) if limit < n else None
-        twins, ran = first_twins(tool_calls), [threading.Event() for _ in range(n)]
+        ran = [threading.Event() for _ in range(n)]
 
         def job(i: int) -> Any:
             if (j := twins[i]) is not None:  # identical calls: the first one runs first
@@ -154,12 +154,14 @@ class StepNode(MessageForms):
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
         INPUT_TYPE.set(input_type)  # read by `_awrap` for sync tools; tasks copy it
-        token = TWINLESS.set(_twinless(tool_calls))
+        twins = first_twins(tool_calls)
+        token = TWINLESS.set(all(j is None for j in twins))
         try:
             if len(tool_calls) == 1:  # no task (and no loop turns) needed to run one call
                 outputs = [await self._arun_one(tool_calls[0], input_type, runtimes[0])]
             else:
-                outputs = await self._arun_all(tool_calls, runtimes, input_type, config)
+                run = partial(_call_with_type, self._arun_one, input_type)
+                outputs = await self._arun_all(tool_calls, runtimes, twins, config, run=run)
         finally:
             TWINLESS.reset(token)
         output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
@@ -169,18 +171,16 @@ class StepNode(MessageForms):
         self,
         tool_calls: list[ToolCall],
         runtimes: list[ToolRuntime],
-        input_type: Literal["list", "dict", "tool_calls"],
+        twins: list[int | None],
         config: RunnableConfig,
         *,
-        run: Callable[[ToolCall, ToolRuntime], Awaitable[Any]] | None = None,
+        run: Callable[[ToolCall, ToolRuntime], Awaitable[Any]],
     ) -> list[Any]:
-        """Every call of the step, concurrently (`run`: how one call runs; by default
-        ToolNode's `_arun_one`, which enters the pipeline through `_awrap`)."""
-        if run is None:
-            run = partial(_call_with_type, self._arun_one, input_type)
+        """Every call of the step, concurrently (`run`: how one call runs, e.g. ToolNode's
+        `_arun_one`, which enters the pipeline through `_awrap`); `twins`: the index of
+        each call's earlier identical call, if any (it runs first)."""
         limit = config.get("max_concurrency")
         gate = asyncio.Semaphore(limit) if limit and limit < len(tool_calls) else None
-        twins = first_twins(tool_calls)
         pairs = list(zip(tool_calls, runtimes, strict=True))
         if gate is None and not any(j is not None for j in twins):
             coros = [run(tc, rt) for tc, rt in pairs]
