@@ -351,3 +351,37 @@ def test_refusal_scenarios(
         assert "create_order(user_id: integer" in data["suggestion"]
     else:
         assert [f["problem"] for f in data["fields"]] == [problem]
+
+
+# -- the wrapper called with plain arguments -------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_plain_call_keeps_the_tools_own_value_when_arguments_were_repaired(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No ToolMessage exists for a plain call, so the repair note is logged, and the
+    value keeps its type (a dict stays a dict); with a ToolCall the note is shown."""
+    import asyncio
+    import logging
+
+    from langchain_core.tools import tool
+
+    from langchain_resilient_tools import ResilientTool
+
+    @tool
+    def get_forecast(city: str, days: int) -> dict[str, Any]:
+        """A forecast."""
+        return {"city": city, "days": days}
+
+    wrapped = ResilientTool.wrap(get_forecast)
+    args = {"City": "Oslo", "days": "3"}
+    with caplog.at_level(logging.INFO, logger="langchain_resilient_tools"):
+        if mode == "sync":
+            value = wrapped.invoke(args)
+        else:
+            value = asyncio.run(wrapped.ainvoke(args))
+    assert value == {"city": "Oslo", "days": 3}
+    assert any("renamed 'City' to 'city'" in r.getMessage() for r in caplog.records)
+    message = wrapped.invoke(tool_call("get_forecast", args, id="t1"))
+    assert "renamed 'City' to 'city'" in str(message.content)

@@ -10,6 +10,7 @@ string.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -35,12 +36,15 @@ from ..core.tools import (
 )
 from ..observe.stats import StatsSnapshot
 from ..pipeline.driver import Outcome, Pipeline
+from ..pipeline.repair.stage import REPAIR_NOTICE
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_picklable
 from ..runtime.loop import home_loop, run_sync
 from ..text.classify import HandledByTool
 from ..text.envelope import envelope, failure_message, success_message, take_error_record
+
+log = logging.getLogger(__name__)
 
 
 class ResilientTool(BaseTool):
@@ -228,10 +232,15 @@ class ResilientTool(BaseTool):
                 return failure_message(failure, call).content
             return json.dumps(envelope(failure, call))
         value = outcome.value
-        if call.record.notices:  # marked results must say so, even as plain output
+        record = call.record
+        repaired = call.extras.get(REPAIR_NOTICE)
+        if repaired is not None:  # for a model, and no ToolMessage carries it: logged
+            log.info("%s: %s", self.name, repaired)
+            record.notices = [n for n in record.notices if n != repaired]
+        if record.notices:  # a stale, reused or substitute result says so, even as text
             msg = success_message(value, call)
             return msg.content if isinstance(msg, ToolMessage) else value
-        return value
+        return value  # the tool's own value, whatever its type
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         call, is_tool_call = self._new_call(input, config)

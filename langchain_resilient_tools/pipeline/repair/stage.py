@@ -18,6 +18,8 @@ from ..validate.logic import tool_schema
 from .logic import fits, repair_call
 
 _MAX_LISTED = 4
+REPAIR_NOTICE = "repair_notice"
+"""``Call.extras`` key of the repair notice (an adapter with no ToolMessage logs it)."""
 DROPPED = "dropped"
 """``call.extras`` key: the names of the unknown arguments repair dropped (for the envelope
 of a call that still fails validation)."""
@@ -60,7 +62,9 @@ def repair(call: Call) -> None:
         listed = "; ".join(record.repairs[:_MAX_LISTED])
         if len(record.repairs) > _MAX_LISTED:
             listed += f"; and {len(record.repairs) - _MAX_LISTED} more"
-        record.notices.append(m.REPAIRED_NOTICE.format(repairs=listed))
+        notice = m.REPAIRED_NOTICE.format(repairs=listed)
+        record.notices.append(notice)
+        call.extras[REPAIR_NOTICE] = notice
 
 
 def _without(args: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
