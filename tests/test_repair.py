@@ -377,10 +377,7 @@ def test_plain_call_keeps_the_tools_own_value_when_arguments_were_repaired(
     wrapped = ResilientTool.wrap(get_forecast)
     args = {"City": "Oslo", "days": "3"}
     with caplog.at_level(logging.INFO, logger="langchain_resilient_tools"):
-        if mode == "sync":
-            value = wrapped.invoke(args)
-        else:
-            value = asyncio.run(wrapped.ainvoke(args))
+        value = wrapped.invoke(args) if mode == "sync" else asyncio.run(wrapped.ainvoke(args))
     assert value == {"city": "Oslo", "days": 3}
     assert any("renamed 'City' to 'city'" in r.getMessage() for r in caplog.records)
     message = wrapped.invoke(tool_call("get_forecast", args, id="t1"))
