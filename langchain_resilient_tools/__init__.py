@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .adapters.tool import ResilientTool
 from .core.errors import ToolErrorType, UsageError
-from .core.policy import AdaptiveTimeout, BreakerPolicy, RetryPolicy, ToolPolicy
+from .core.policy import AdaptiveTimeout, BreakerPolicy, RetryPolicy, ToolPolicy, VerifyInfo
 from .core.testing import set_testing
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = [
     "ToolErrorType",
     "ToolPolicy",
     "UsageError",
+    "VerifyInfo",
     "set_testing",
 ]
 

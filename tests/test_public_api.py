@@ -25,6 +25,7 @@ def test_all_is_pinned_and_sorted() -> None:
         "ToolErrorType",
         "ToolPolicy",
         "UsageError",
+        "VerifyInfo",
         "set_testing",
     ]
     assert sorted(lrt.__all__) == lrt.__all__

@@ -38,6 +38,25 @@ KeyBuilder = Callable[[IdempotencyInfo], str]
 """Builds the idempotency key of one call; must be deterministic for a resume to work."""
 
 
+@dataclass(frozen=True, slots=True)
+class VerifyInfo:
+    """What a ``ToolPolicy(verify=fn)`` callable receives about a write whose outcome is
+    unknown (it timed out or lost its connection after it was sent)."""
+
+    tool_name: str
+    args: Mapping[str, Any]
+    """The model's arguments (after repair), without injected ones."""
+    idempotency_key: str
+    """The call's idempotency key (the one a tool taking keys was given)."""
+    tool_call_id: str
+    thread_id: str | None
+
+
+Verifier = Callable[[VerifyInfo], Any]
+"""Looks a write up: returns its result if it happened, `None` if it did not (may be
+``async def``); raising, or not answering within ``verify_timeout``, means "unknown"."""
+
+
 DedupMode = Literal["reuse", "block", "warn", "off"]
 """What happens when the same call is made again (see the README's policy reference)."""
 
@@ -248,6 +267,18 @@ class ToolPolicy(_Frozen):
     ``isError``) as a ``tool_error``. `False`: every returned text is a success."""
     expose_error_details: bool = False
     """Development aid: include the (redacted) exception text of unexpected errors."""
+    verify: Verifier | None = None
+    """For a write (a non-idempotent tool): when a call's outcome is unknown (it timed
+    out, or lost its connection, after the request was sent), look it up instead of
+    guessing. The callable gets a `VerifyInfo` and returns the write's result if it
+    happened (the call is answered with it, marked as verified), or `None` if it did not
+    (the call is run once more, with the same idempotency key; not after a timeout,
+    whose attempt may still be running). If it raises or does not answer within
+    `verify_timeout`, the model gets ``unknown_outcome`` as without it.
+    A write is never run more than twice: once, and once more after a lookup that found
+    nothing."""
+    verify_timeout: float = Field(default=5.0, gt=0)
+    """Seconds the `verify` lookup may take."""
     attach_record: bool = False
     """Attach the per-call record (``response_metadata["resilience"]``) to every answer.
     By default it is attached only when the layer did something (a retry, a repair, a

@@ -37,6 +37,7 @@ from .repair.stage import RepairStage
 from .retry.stage import RetryStage
 from .stage import AsyncNext, BeforeStage, Env, Next, Stage
 from .validate.stage import ValidateStage
+from .verify import VerifyStage
 
 try:
     from langgraph.errors import is_invalid_resume
@@ -53,6 +54,7 @@ STAGES: tuple[type[Stage], ...] = (
     DedupStage,  # repeated identical calls: reuse, block (writes) or warn
     FallbackStage,  # service failures: stale result, then stub data, then the error
     CacheStage,  # idempotent results: TTL cache hits, and last good results for fallback
+    VerifyStage,  # a write whose outcome is unknown: looked up, then run once more if not done
     RetryStage,  # idempotency-aware retry with backoff
     BreakerStage,  # per-tool circuit breaker: every attempt counted, open = final
     ChecksStage,  # result checks: a useless success raises LowQualityResult

@@ -25,6 +25,10 @@ UNKNOWN_OUTCOME_RERUN = (
     "{tool} ran for this call before and did not confirm the result. The action may or may "
     "not have taken effect, so it was not run again."
 )
+VERIFIED_NOTICE = (
+    "Verified: this call's outcome was unknown ({kind}), and a lookup found that it took "
+    "effect. This is its result."
+)
 UNKNOWN_OUTCOME_HINT = (
     "Do not repeat this call blindly: first check whether it took effect (for example with a "
     "read, get or list tool), then tell the user what you found."

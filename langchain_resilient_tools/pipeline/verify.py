@@ -1,0 +1,149 @@
+"""Verify ambiguous writes: look the outcome up instead of guessing.
+
+A write (a non-idempotent tool) that timed out or lost its connection after its request
+was sent may or may not have taken effect: `text.classify` calls that
+``unknown_outcome``. With ``ToolPolicy(verify=fn)`` this stage, just outside retry, asks
+`fn` first (`VerifyInfo`: tool, arguments, idempotency key):
+
+- the write happened: the call is answered with the result `fn` found, marked verified;
+- it did not: the call runs once more (the same idempotency key), and that run's outcome
+  is the answer (ambiguous again: ``unknown_outcome``; a write never runs a third time).
+  Not after a timeout, though: the timed-out attempt may still be running (Python cannot
+  stop its thread), and a write still on its way is not one that did not happen, so
+  the answer stays ``unknown_outcome``;
+- `fn` raised or did not answer within ``verify_timeout``: ``unknown_outcome``, as
+  without `verify`.
+
+`lookup_outcome` is the pure decision on what `fn` said; the drivers do the I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+from ..core.call import Call
+from ..core.errors import AttemptTimeout, ToolErrorType
+from ..core.idempotency import key_for
+from ..core.policy import ResolvedPolicy, VerifyInfo
+from ..runtime.executor import await_with_timeout
+from ..runtime.loop import run_sync
+from ..text import messages as m
+from ..text.classify import classify
+from .stage import AsyncNext, Next, Stage
+
+log = logging.getLogger(__name__)
+
+
+class Lookup(enum.Enum):
+    """What the lookup said, when it did not find the write's result."""
+
+    NOT_DONE = "not_done"
+    UNKNOWN = "unknown"
+
+
+def ambiguous(exc: Exception, call: Call) -> bool:
+    """Whether `exc` leaves the call's outcome unknown (a write that may have happened)."""
+    return classify(exc, call).error is ToolErrorType.UNKNOWN_OUTCOME
+
+
+def lookup_outcome(found: Any) -> Any:
+    """What `verify` returned: `None` (the write did not happen) or its result."""
+    return Lookup.NOT_DONE if found is None else found
+
+
+def may_run_again(first: Exception) -> bool:
+    """Whether a write that was not found may run again: not while the attempt that
+    failed may still be running (it timed out after it started)."""
+    return not (isinstance(first, AttemptTimeout) and first.started)
+
+
+def _info(call: Call) -> VerifyInfo:
+    return VerifyInfo(call.name, dict(call.args), key_for(call), call.id, call.thread_id)
+
+
+def _verified(call: Call, exc: Exception, value: Any) -> Any:
+    call.record.served_by = "verify"
+    call.record.notices.append(m.VERIFIED_NOTICE.format(kind=type(exc).__name__))
+    return value
+
+
+class VerifyStage(Stage):
+    name = "verify"
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        return resolved.policy.verify is not None and not resolved.idempotent
+
+    # -- I/O ------------------------------------------------------------------------
+
+    def _lookup(self, call: Call) -> Any:
+        policy = call.resolved.policy
+        verify, info, timeout = policy.verify, _info(call), policy.verify_timeout
+        assert verify is not None
+        try:
+            if inspect.iscoroutinefunction(verify):
+                found = run_sync(lambda: verify(info), timeout)
+            else:
+                runner = self.env.runner
+                found = runner.run(
+                    f"{call.name}:verify", lambda: verify(info), timeout,
+                    policy.max_abandoned_threads,
+                )  # fmt: skip
+        except Exception:
+            log.warning("verify of %s failed: the outcome stays unknown", call.name, exc_info=True)
+            return Lookup.UNKNOWN
+        return lookup_outcome(found)
+
+    async def _alookup(self, call: Call) -> Any:
+        policy = call.resolved.policy
+        verify, info, timeout = policy.verify, _info(call), policy.verify_timeout
+        assert verify is not None
+        try:
+            if inspect.iscoroutinefunction(verify):
+                found = await await_with_timeout(lambda: verify(info), timeout)
+            else:
+                runner = self.env.runner
+                found = await runner.arun(
+                    f"{call.name}:verify", lambda: verify(info), timeout,
+                    policy.max_abandoned_threads,
+                )  # fmt: skip
+        except Exception:
+            log.warning("verify of %s failed: the outcome stays unknown", call.name, exc_info=True)
+            return Lookup.UNKNOWN
+        return lookup_outcome(found)
+
+    # -- drivers ----------------------------------------------------------------------
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        try:
+            return call_next(call)
+        except Exception as exc:
+            if not ambiguous(exc, call):
+                raise
+            first = exc
+        found = self._lookup(call)
+        if found is Lookup.UNKNOWN or (found is Lookup.NOT_DONE and not may_run_again(first)):
+            raise first
+        if found is Lookup.NOT_DONE:
+            return call_next(call)  # once more, with the same key; its outcome stands
+        return _verified(call, first, found)
+
+    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
+        return self._awrap(call, call_next)
+
+    async def _awrap(self, call: Call, call_next: AsyncNext) -> Any:
+        try:
+            return await call_next(call)
+        except Exception as exc:
+            if not ambiguous(exc, call):
+                raise
+            first = exc
+        found = await self._alookup(call)
+        if found is Lookup.UNKNOWN or (found is Lookup.NOT_DONE and not may_run_again(first)):
+            raise first
+        if found is Lookup.NOT_DONE:
+            return await call_next(call)
+        return _verified(call, first, found)
