@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
 
 from langchain_resilient_tools import ToolPolicy, VerifyInfo
 from langchain_resilient_tools.core.errors import AttemptTimeout
-from langchain_resilient_tools.pipeline.verify import Lookup, lookup_outcome, may_run_again
+from langchain_resilient_tools.pipeline.verify import Lookup, lookup_outcome, may_run_again, settle
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 
@@ -178,3 +178,8 @@ def test_pure_decisions() -> None:
     assert may_run_again(ConnectionError("reset"))
     assert not may_run_again(AttemptTimeout(1.0, started=True))
     assert may_run_again(AttemptTimeout(1.0, started=False))
+    lost, timed_out = ConnectionError("reset"), AttemptTimeout(1.0, started=True)
+    assert settle("order o-1", lost) == settle("order o-1", timed_out) == "answer"
+    assert settle(Lookup.NOT_DONE, lost) == "again"
+    assert settle(Lookup.NOT_DONE, timed_out) == "raise"
+    assert settle(Lookup.UNKNOWN, lost) == "raise"

@@ -61,8 +61,12 @@ def may_run_again(first: Exception) -> bool:
     return not (isinstance(first, AttemptTimeout) and first.started)
 
 
-def _info(call: Call) -> VerifyInfo:
-    return VerifyInfo(call.name, dict(call.args), key_for(call), call.id, call.thread_id)
+def settle(found: Any, first: Exception) -> str:
+    """What to do with what the lookup said: ``"raise"`` the first failure (the outcome
+    stays unknown), run the write ``"again"``, or ``"answer"`` with what was found."""
+    if found is Lookup.UNKNOWN or (found is Lookup.NOT_DONE and not may_run_again(first)):
+        return "raise"
+    return "again" if found is Lookup.NOT_DONE else "answer"
 
 
 def _verified(call: Call, exc: Exception, value: Any) -> Any:
@@ -71,48 +75,57 @@ def _verified(call: Call, exc: Exception, value: Any) -> Any:
     return value
 
 
+class _Lookup:
+    """One lookup of `call`'s write: the callable, what it is given, and its bounds."""
+
+    __slots__ = ("call", "info", "is_async", "key", "max_abandoned", "timeout", "verify")
+
+    def __init__(self, call: Call) -> None:
+        policy = call.resolved.policy
+        assert policy.verify is not None
+        self.call, self.verify, self.timeout = call, policy.verify, policy.verify_timeout
+        self.info = VerifyInfo(call.name, dict(call.args), key_for(call), call.id, call.thread_id)
+        self.is_async = inspect.iscoroutinefunction(self.verify)
+        self.key, self.max_abandoned = f"{call.name}:verify", policy.max_abandoned_threads
+
+    def ask(self) -> Any:
+        return self.verify(self.info)
+
+    def failed(self) -> Lookup:
+        log.warning(
+            "verify of %s failed: the outcome stays unknown", self.call.name, exc_info=True
+        )
+        return Lookup.UNKNOWN
+
+
 class VerifyStage(Stage):
     name = "verify"
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         return resolved.policy.verify is not None and not resolved.idempotent
 
-    # -- I/O ------------------------------------------------------------------------
+    # -- I/O: the lookup under its own timeout (a worker thread, or a task) ------------
 
     def _lookup(self, call: Call) -> Any:
-        policy = call.resolved.policy
-        verify, info, timeout = policy.verify, _info(call), policy.verify_timeout
-        assert verify is not None
+        q = _Lookup(call)
         try:
-            if inspect.iscoroutinefunction(verify):
-                found = run_sync(lambda: verify(info), timeout)
+            if q.is_async:
+                found = run_sync(q.ask, q.timeout)
             else:
-                runner = self.env.runner
-                found = runner.run(
-                    f"{call.name}:verify", lambda: verify(info), timeout,
-                    policy.max_abandoned_threads,
-                )  # fmt: skip
+                found = self.env.runner.run(q.key, q.ask, q.timeout, q.max_abandoned)
         except Exception:
-            log.warning("verify of %s failed: the outcome stays unknown", call.name, exc_info=True)
-            return Lookup.UNKNOWN
+            return q.failed()
         return lookup_outcome(found)
 
     async def _alookup(self, call: Call) -> Any:
-        policy = call.resolved.policy
-        verify, info, timeout = policy.verify, _info(call), policy.verify_timeout
-        assert verify is not None
+        q = _Lookup(call)
         try:
-            if inspect.iscoroutinefunction(verify):
-                found = await await_with_timeout(lambda: verify(info), timeout)
+            if q.is_async:
+                found = await await_with_timeout(q.ask, q.timeout)
             else:
-                runner = self.env.runner
-                found = await runner.arun(
-                    f"{call.name}:verify", lambda: verify(info), timeout,
-                    policy.max_abandoned_threads,
-                )  # fmt: skip
+                found = await self.env.runner.arun(q.key, q.ask, q.timeout, q.max_abandoned)
         except Exception:
-            log.warning("verify of %s failed: the outcome stays unknown", call.name, exc_info=True)
-            return Lookup.UNKNOWN
+            return q.failed()
         return lookup_outcome(found)
 
     # -- drivers ----------------------------------------------------------------------
@@ -125,9 +138,10 @@ class VerifyStage(Stage):
                 raise
             first = exc
         found = self._lookup(call)
-        if found is Lookup.UNKNOWN or (found is Lookup.NOT_DONE and not may_run_again(first)):
+        action = settle(found, first)
+        if action == "raise":
             raise first
-        if found is Lookup.NOT_DONE:
+        if action == "again":
             return call_next(call)  # once more, with the same key; its outcome stands
         return _verified(call, first, found)
 
@@ -142,8 +156,9 @@ class VerifyStage(Stage):
                 raise
             first = exc
         found = await self._alookup(call)
-        if found is Lookup.UNKNOWN or (found is Lookup.NOT_DONE and not may_run_again(first)):
+        action = settle(found, first)
+        if action == "raise":
             raise first
-        if found is Lookup.NOT_DONE:
+        if action == "again":
             return await call_next(call)
         return _verified(call, first, found)
