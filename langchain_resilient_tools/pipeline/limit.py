@@ -56,6 +56,15 @@ def _out_of_time(call: Call, started: float) -> AttemptTimeout:
     return AttemptTimeout(round(call.resolved.policy.clock() - started, 3), started=False)
 
 
+def _next_pause(call: Call, step: float, started: float) -> float:
+    """How long to wait before asking the rate limiter again: a polling step, cut to
+    what is left of the call's deadline (none left: the call is out of time)."""
+    left = _deadline.remaining(call)
+    if left is not None and left <= 0:
+        raise _out_of_time(call, started)
+    return step if left is None else min(step, left)
+
+
 class LimitStage(Stage):
     name = "limit"
 
@@ -89,10 +98,7 @@ class LimitStage(Stage):
             if limiter is not None:
                 step = _poll_every(limiter)
                 while not limiter.acquire(blocking=False):
-                    left = _deadline.remaining(call)
-                    if left is not None and left <= 0:
-                        raise _out_of_time(call, started)
-                    _pause(step if left is None else min(step, left))
+                    _pause(_next_pause(call, step, started))
             call.record.queued_ms += (clock() - started) * 1000
             return call_next(call)
         finally:
@@ -113,10 +119,7 @@ class LimitStage(Stage):
             if limiter is not None:
                 step = _poll_every(limiter)
                 while not limiter.acquire(blocking=False):
-                    left = _deadline.remaining(call)
-                    if left is not None and left <= 0:
-                        raise _out_of_time(call, started)
-                    await _apause(step if left is None else min(step, left))
+                    await _apause(_next_pause(call, step, started))
             call.record.queued_ms += (clock() - started) * 1000
             return await call_next(call)
         finally:
