@@ -54,12 +54,14 @@ class ResilientToolNode(StepNode):
         store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which breakers,
             dedup ledger and caches are shared by every worker; `None` keeps them
             in-process (see `ToolPolicy.state_backend`).
-        handle_tool_errors: Errors the pipeline classifies (timeouts, bad arguments,
-            unknown tools, ...) are always answered with the error envelope. For a plain
-            exception raised by a tool (``tool_error``): `True` (default) answers with
-            the envelope; `False` re-raises it; a `str` is used as the content; an
-            exception type or tuple answers those types and re-raises others; a callable
-            builds the content for the types its annotation names.
+        handle_tool_errors: As in `ToolNode`, for an exception that came from a tool or
+            from its own argument validation: `True` (default) answers with the error
+            envelope; `False` re-raises it (`ToolInvocationError` for bad arguments); a
+            `str` is the content; an exception type or tuple answers those types and
+            re-raises others; a callable builds the content for the types it annotates.
+            Any setting but `True` leaves argument validation to the tool. Failures the
+            pipeline finds itself (timeouts, an open circuit, duplicates, unknown tools)
+            are always answered with the envelope (see `adapters.node_io`).
         errors_key: State key for error records, written when the state has that key.
         Other keyword arguments are ToolNode's (`name`, `tags`, `messages_key`,
             `wrap_tool_call`, `awrap_tool_call`) and keep their meaning.
