@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from langgraph.store.postgres import PostgresStore
 
-from langchain_resilient_tools.pipeline.shared import NS_BREAKER
+from langchain_resilient_tools.pipeline.breaker.shared import NS_BREAKER
 from langchain_resilient_tools.state.backend import TABLE
 from langchain_resilient_tools.state.choose import as_backend
 from langchain_resilient_tools.state.postgres import PostgresBackend

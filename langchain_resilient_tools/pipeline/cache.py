@@ -18,9 +18,9 @@ from ..core.call import Call
 from ..core.key import call_key
 from ..core.policy import ResolvedPolicy
 from ..state.pertool import PerTool
-from ..state.results import MemoryStore, ResultStore
+from ..state.results import MemoryStore, ResultStore, SharedResultStore
 from ..text import messages as m
-from .shared import SharedResultStore, backend_for, off_loop
+from .shared import backend_for, off_loop
 from .stage import AsyncNext, Env, Next, Stage
 
 STORES = "results"

@@ -9,12 +9,15 @@ for as long as the longest reader may want them. Another backend (e.g. LangGraph
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cachetools import TTLCache
+
+from .backend import BackendError, StateBackend
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +62,36 @@ class MemoryStore:
     def __len__(self) -> int:
         with self._lock:
             return len(self._cache)
+
+
+log = logging.getLogger(__name__)
+NS_RESULTS = "results"
+"""Namespace of results kept on a shared backend."""
+
+
+class SharedResultStore:
+    """A `state.results.ResultStore` on a backend: entries are ``(value, stored_at)``."""
+
+    def __init__(self, backend: StateBackend, tool: str, retention: float) -> None:
+        self.backend = backend
+        self.clock = backend.clock
+        self._tool = tool
+        self._retention = retention
+
+    def get(self, key: str, *, max_age: float) -> Entry | None:
+        try:
+            found = self.backend.get(NS_RESULTS, f"{self._tool}:{key}")
+        except BackendError:
+            log.warning("state store failed (cache read of %s): a miss", self._tool)
+            return None
+        if found is None or self.clock() - found[1] > max_age:
+            return None
+        return Entry(found[0], found[1])
+
+    def put(self, key: str, value: Any) -> None:
+        try:
+            self.backend.put(
+                NS_RESULTS, f"{self._tool}:{key}", (value, self.clock()), ttl=self._retention
+            )
+        except BackendError:
+            log.warning("state store failed (cache write of %s): not kept", self._tool)

@@ -17,9 +17,10 @@ from ...core.errors import LowQualityResult, ToolRaised
 from ...core.policy import ResolvedPolicy
 from ...state.pertool import PerTool
 from ..health import is_service_failure
-from ..shared import SharedBreaker, backend_for, off_loop
+from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
 from .machine import CircuitBreaker
+from .shared import SharedBreaker
 
 
 def failed(call: Call, exc: BaseException) -> bool | None:

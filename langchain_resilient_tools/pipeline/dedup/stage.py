@@ -32,7 +32,7 @@ from ...text.classify import classify
 from ...text.envelope import _content_of
 from ...text.redact import redact
 from ...text.truncate import text_of, truncate
-from ..shared import backend_for, off_loop, shared_begin
+from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
 from .logic import (
     Action,
@@ -45,6 +45,7 @@ from .logic import (
     run_untracked,
     scope_of,
 )
+from .shared import shared_begin
 
 STATE_CONTENT_CHARS = 8000
 """Cap on a result kept in graph state for reuse (unless `max_result_chars` is lower)."""
