@@ -34,7 +34,17 @@ from ..runtime.isolate import check_isolated
 from ..runtime.offload import bridged, offloaded
 from ..state.graph import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
 from ..text.envelope import failure_message, success_message, take_error_record
+from .context import RERUN
 from .invalid_calls import answer_invalid_calls
+from .review import (
+    areview_each,
+    arun_durably,
+    require_checkpointer,
+    review_each,
+    run_durably,
+    wanted,
+    with_question,
+)
 from .rollback import annotate, pop_ledger, rollback_update
 
 
@@ -75,8 +85,16 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         )  # store: shared breaker/dedup/caches across workers (`state.backend`)
         self._agent_tools: dict[str, BaseTool] = {}
         self._names_checked = False
+        self._asking: dict[str, bool] = {}
         self._carried: dict[str, Repaired] = {}
         """Repairs made to invalid calls in `after_model`, by call id, until they run."""
+
+    def _asks_person(self, name: str) -> bool:
+        """Whether an unknown outcome of tool `name` is a question for a person."""
+        hit = self._asking.get(name)
+        if hit is None:
+            hit = self._asking[name] = wanted(self.pipeline.resolver, [name])
+        return hit
 
     def stats(self) -> StatsSnapshot:
         """Per-tool statistics of the calls made through this middleware (a snapshot)."""
@@ -107,7 +125,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._remember_tools(request)
         return await handler(request)
 
-    def _new_call(self, request: ToolCallRequest) -> Call:
+    def _new_call(self, request: ToolCallRequest, *, rerun: bool = False) -> Call:
         tc = request.tool_call
         runtime = request.runtime
         tools = getattr(runtime, "tools", None) or []
@@ -125,6 +143,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             deadline=deadline_of(getattr(runtime, "config", None)),
             state=request.state,
             store=getattr(runtime, "store", None),
+            rerun=rerun,
         )
         carried = self._carried.pop(call.id, None)  # repaired in `after_model`
         if carried is not None:
@@ -156,23 +175,43 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        call = self._new_call(request)
-        call.run = lambda c: handler(
-            bridged(keyed_request(request, c, {**request.tool_call, "args": c.args}), c)
+        def answer() -> Any:
+            call = self._new_call(request, rerun=RERUN.get())
+            call.run = lambda c: handler(
+                bridged(keyed_request(request, c, {**request.tool_call, "args": c.args}), c)
+            )
+            outcome = self.pipeline.run(call)
+            return with_question(self._answer(outcome), outcome)
+
+        if not self._asks_person(request.tool_call["name"]):
+            return cast("ToolMessage | Command[Any]", answer())
+        require_checkpointer(_config_of(request), type(self).__name__)
+        return cast(
+            "ToolMessage | Command[Any]", review_each([run_durably(answer)], _same(answer))[0]
         )
-        return self._answer(self.pipeline.run(call))
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        call = self._new_call(request)
         runner = self.pipeline.env.runner
-        call.arun = lambda c: handler(
-            offloaded(keyed_request(request, c, {**request.tool_call, "args": c.args}), c, runner)
-        )
-        return self._answer(await self.pipeline.arun(call))
+
+        async def answer() -> Any:
+            call = self._new_call(request, rerun=RERUN.get())
+            call.arun = lambda c: handler(
+                offloaded(
+                    keyed_request(request, c, {**request.tool_call, "args": c.args}), c, runner
+                )
+            )
+            outcome = await self.pipeline.arun(call)
+            return with_question(self._answer(outcome), outcome)
+
+        if not self._asks_person(request.tool_call["name"]):
+            return cast("ToolMessage | Command[Any]", await answer())
+        require_checkpointer(_config_of(request), type(self).__name__)
+        first = await arun_durably(answer)
+        return cast("ToolMessage | Command[Any]", (await areview_each([first], _same(answer)))[0])
 
     @hook_config(can_jump_to=["model"])
     def after_model(
@@ -209,3 +248,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self, state: ResilientAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
+
+
+def _config_of(request: ToolCallRequest) -> Any:
+    return getattr(request.runtime, "config", None)
+
+
+def _same(job: Any) -> Callable[[int], Any]:
+    return lambda _i: job

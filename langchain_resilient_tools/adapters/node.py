@@ -12,6 +12,7 @@ call, run through `pipeline.driver.Pipeline`); its bases hold the rest:
 - `adapters.node_step.StepNode`: the sync and async step drivers (no pool per step,
   ``max_concurrency``, ``tool_errors``, ``tool_ledger`` and rollbacks).
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -32,8 +33,10 @@ from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
 from ..runtime.offload import bridged, offloaded
 from ..state.graph import ERRORS_KEY, DroppedRecordsWarning
+from .context import INPUT_TYPE, RERUN, TWINLESS
 from .node_io import HandleToolErrors
-from .node_step import INPUT_TYPE, TWINLESS, StepNode
+from .node_step import StepNode
+from .review import wanted, with_question
 from .rollback import annotate
 
 ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
@@ -109,6 +112,8 @@ class ResilientToolNode(StepNode):
         self._tool_list = list(self.tools_by_name.values())
         check_policy_names(self.pipeline.resolver, self._tool_names)
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
+        resolver = self.pipeline.resolver
+        self._asking = frozenset(n for n in self._tool_names if wanted(resolver, [n]))
 
     def __repr__(self) -> str:
         # ToolNode's repr prints its attributes, our bound hooks among them: recursion.
@@ -136,6 +141,7 @@ class ResilientToolNode(StepNode):
             passthrough_unknown=self._user_wrap is not None or self._user_awrap is not None,
             tool_validates=self._handle is not True,  # ToolNode's own handling decides
             twinless=TWINLESS.get(),
+            rerun=RERUN.get(),  # a write a person chose to run again
         )
         if bad is not None:
             call.raw_args = bad.get("args")
@@ -173,7 +179,7 @@ class ResilientToolNode(StepNode):
 
     def _wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
         outcome = self.pipeline.run(self._sync_call(request, execute))
-        return annotate(self._answer(outcome), outcome)
+        return annotate(with_question(self._answer(outcome), outcome), outcome)
 
     async def _awrap(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
@@ -207,4 +213,4 @@ class ResilientToolNode(StepNode):
 
             call.arun = lambda c: user(self._request_for(request, c), guarded_offloaded)
         outcome = await self.pipeline.arun(call)
-        return annotate(self._answer(outcome), outcome)
+        return annotate(with_question(self._answer(outcome), outcome), outcome)

@@ -31,19 +31,12 @@ from ..runtime.executor import dispatch_pool
 from ..runtime.steploop import run_step, step_loop
 from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
 from ..text.envelope import take_error_record
-from .node_io import MessageForms
+from .context import INPUT_TYPE, TWINLESS
+from .node_review import ReviewedSteps
 from .rollback import annotate, finish_node_step
 
-INPUT_TYPE: contextvars.ContextVar[Literal["list", "dict", "tool_calls"]] = contextvars.ContextVar(
-    "lrt_input_type", default="dict"
-)
-"""The step's input form, read by the async wrapper for sync tools (tasks copy it)."""
-TWINLESS: contextvars.ContextVar[bool] = contextvars.ContextVar("lrt_twinless", default=False)
-"""Whether no two calls of the running step are identical (tasks and workers copy it)."""
 
-
-
-class StepNode(MessageForms):
+class StepNode(ReviewedSteps):
     """The step drivers of `ResilientToolNode` (its base; not used alone)."""
 
     pipeline: Pipeline
@@ -65,7 +58,9 @@ class StepNode(MessageForms):
         twins = first_twins(tool_calls)  # the index of each call's earlier twin, if any
         token = TWINLESS.set(all(j is None for j in twins))
         try:
-            if len(tool_calls) <= 1:
+            if self._reviewed_step(tool_calls):  # a write may ask a person
+                outputs = self._reviewed(tool_calls, runtimes, twins, input_type, config)
+            elif len(tool_calls) <= 1:
                 outputs = [
                     self._run_one(tc, input_type, rt)
                     for tc, rt in zip(tool_calls, runtimes, strict=True)
@@ -157,7 +152,9 @@ class StepNode(MessageForms):
         twins = first_twins(tool_calls)
         token = TWINLESS.set(all(j is None for j in twins))
         try:
-            if len(tool_calls) == 1:  # no task (and no loop turns) needed to run one call
+            if self._reviewed_step(tool_calls):  # a write may ask a person
+                outputs = await self._areviewed(tool_calls, runtimes, twins, input_type, config)
+            elif len(tool_calls) == 1:  # no task (and no loop turns) needed to run one call
                 outputs = [await self._arun_one(tool_calls[0], input_type, runtimes[0])]
             else:
                 run = partial(_call_with_type, self._arun_one, input_type)

@@ -279,6 +279,14 @@ class ToolPolicy(_Frozen):
     nothing."""
     verify_timeout: float = Field(default=5.0, gt=0)
     """Seconds the `verify` lookup may take."""
+    on_unknown_outcome: Literal["answer", "interrupt"] = "answer"
+    """For a write whose outcome stays unknown (after `verify`, if any): ``"answer"``
+    tells the model (``unknown_outcome``); ``"interrupt"`` asks a person first, with a
+    LangGraph ``interrupt()`` whose value is an `OutcomeReview` and whose resume value
+    is a `HumanDecision` (run it again, it was done, or give up); the model is then
+    told what the person decided. ``"interrupt"`` works in `ResilientToolNode` and
+    `ResilientToolsMiddleware` in a graph with a checkpointer (it raises `UsageError`
+    without one); sibling calls of the step are not run again on resume."""
     attach_record: bool = False
     """Attach the per-call record (``response_metadata["resilience"]``) to every answer.
     By default it is attached only when the layer did something (a retry, a repair, a
@@ -487,6 +495,20 @@ class PolicyResolver:
     def pattern_for(self, tool_name: str) -> str | None:
         """The pattern whose policy applies to `tool_name`, if any matches."""
         return next((p for p in self._ranked if fnmatchcase(tool_name, p)), None)
+
+    def for_rerun(self, tool_name: str) -> ResolvedPolicy:
+        """The policy of a write run once more because a person chose so: no lookup,
+        no dedup (the call is its own earlier entry), never another question."""
+        key = "\x00rerun:" + tool_name
+        hit = self._cache.get(key)
+        if hit is None:
+            base = self.resolve(tool_name)
+            policy = base.policy.model_copy(
+                update={"verify": None, "dedup": "off", "on_unknown_outcome": "answer"}
+            )
+            hit = self._cache[key] = ResolvedPolicy(policy, tool_name)
+            hit.idempotent = base.idempotent
+        return hit
 
     def resolve(self, tool_name: str) -> ResolvedPolicy:
         hit = self._cache.get(tool_name)

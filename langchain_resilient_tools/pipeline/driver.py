@@ -18,12 +18,13 @@ from langgraph.errors import GraphBubbleUp
 
 from ..core.call import Call, CallRecord
 from ..core.errors import ResilienceSignal, ToolErrorType, ToolRaised, is_for_author
-from ..core.policy import PolicyResolver
+from ..core.policy import PolicyResolver, ResolvedPolicy
 from ..observe.observer import Observer
 from ..observe.stats import CallEvent, StatsSnapshot
 from ..runtime import deadline as _deadline
 from ..runtime.executor import TimedRunner, default_runner
 from ..state.choose import as_backend
+from ..text import messages as m
 from ..text.classify import Failure, classify, error_result
 from .admit import AdmitStage
 from .attempt import AttemptStage
@@ -192,11 +193,12 @@ class Pipeline:
         self._on_outcome = on_outcome
         self.observer = Observer(self.stages)
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
-        self._chains: dict[str, tuple[Next, AsyncNext]] = {}
+        self._chains: dict[ResolvedPolicy, tuple[Next, AsyncNext]] = {}
 
     def _chains_for(self, call: Call) -> tuple[Next, AsyncNext]:
-        """The stages that apply to the call's tool, composed once per tool name."""
-        chains = self._chains.get(call.name)
+        """The stages that apply to the call's policy, composed once per resolved policy
+        (one per tool name, and one for a write a person chose to run again)."""
+        chains = self._chains.get(call.resolved)
         if chains is None:
             chain: Next = _terminal
             achain: AsyncNext = _aterminal
@@ -214,7 +216,7 @@ class Pipeline:
                 achain = partial(stage.awrap, call_next=achain)
             if befores:
                 chain, achain = _before_links(tuple(befores), chain, achain)
-            chains = self._chains[call.name] = (chain, achain)
+            chains = self._chains[call.resolved] = (chain, achain)
         return chains
 
     def new_call(
@@ -225,19 +227,23 @@ class Pipeline:
         args: dict[str, Any],
         tool: BaseTool | None,
         valid_tools: Sequence[str] = (),
+        rerun: bool = False,
         **fields: Any,
     ) -> Call:
-        """A `Call` for `name` with its resolved policy and a fresh record."""
+        """A `Call` for `name` with its resolved policy and a fresh record; `rerun`: a
+        write whose outcome was unknown, run once more because a person chose so."""
         call = Call(
             id=call_id,
             name=name,
             args=args,
             tool=tool,
-            resolved=self.resolver.resolve(name),
+            resolved=self.resolver.for_rerun(name) if rerun else self.resolver.resolve(name),
             record=CallRecord(tool=name, call_id=call_id),
             valid_tools=tuple(valid_tools),
             **fields,
         )
+        if rerun:
+            call.record.notices.append(m.HUMAN_RERUN_NOTICE)
         _deadline.start(call)  # the call's own budget starts now
         return call
 

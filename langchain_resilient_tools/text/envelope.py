@@ -12,6 +12,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from ..core.call import Call
+from . import messages as m
 from .classify import Failure, HandledByTool
 from .redact import redact
 from .truncate import truncate
@@ -191,3 +192,39 @@ def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list
         tool_call_id=call.id,
         response_metadata={METADATA_KEY: call.record.as_dict()} if attach else {},
     )
+
+
+def confirmed_by_person(message: ToolMessage, result: Any) -> ToolMessage:
+    """The answer to a write a person confirmed took effect, with the `result` they gave,
+    in place of its ``unknown_outcome`` envelope `message` (no error record any more)."""
+    meta = {k: v for k, v in message.response_metadata.items() if k != ERROR_META}
+    record = meta.get(METADATA_KEY)
+    if isinstance(record, dict):
+        meta[METADATA_KEY] = {**record, "served_by": "person", "outcome": "success", "error": None}
+    return ToolMessage(
+        content=_with_notices(_content_of(result), [m.HUMAN_DONE_NOTICE]),
+        name=message.name,
+        tool_call_id=message.tool_call_id,
+        response_metadata=meta,
+    )
+
+
+def given_up_by_person(message: ToolMessage, note: str | None) -> ToolMessage:
+    """The ``unknown_outcome`` envelope `message`, saying a person chose not to run the
+    write again (with their `note`); its error record says so too."""
+    try:
+        body = json.loads(cast(str, message.content))
+    except (TypeError, ValueError):
+        body = {"error": "unknown_outcome", "tool": message.name}
+    extra = m.HUMAN_NOTE.format(note=_scrub_text(note)) if note else ""
+    body["message"] = m.HUMAN_GAVE_UP.format(tool=message.name) + extra
+    body["suggestion"] = m.HUMAN_GAVE_UP_HINT
+    body["retryable"] = False
+    body["decided_by"] = "person"
+    meta = dict(message.response_metadata)
+    if isinstance(meta.get(ERROR_META), dict):
+        meta[ERROR_META] = {
+            **meta[ERROR_META], "message": body["message"], "retryable": False,
+            "decided_by": "person",
+        }  # fmt: skip
+    return message.model_copy(update={"content": json.dumps(body), "response_metadata": meta})

@@ -29,6 +29,23 @@ VERIFIED_NOTICE = (
     "Verified: this call's outcome was unknown ({kind}), and a lookup found that it took "
     "effect. This is its result."
 )
+HUMAN_RERUN_NOTICE = (
+    "A person reviewed this call after its outcome was unknown and chose to run it again "
+    "(with the same idempotency key). This is the result of that run."
+)
+HUMAN_DONE_NOTICE = (
+    "A person reviewed this call after its outcome was unknown and confirmed that it took "
+    "effect. This is the result they gave."
+)
+HUMAN_GAVE_UP = (
+    "{tool} did not confirm the result, and a person who reviewed it chose not to run it "
+    "again. It may or may not have taken effect."
+)
+HUMAN_GAVE_UP_HINT = (
+    "Do not run this call again. Tell the user that its outcome is unknown and that a "
+    "person decided not to retry it."
+)
+HUMAN_NOTE = " Their note: {note}"
 UNKNOWN_OUTCOME_HINT = (
     "Do not repeat this call blindly: first check whether it took effect (for example with a "
     "read, get or list tool), then tell the user what you found."

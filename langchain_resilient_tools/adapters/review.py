@@ -1,0 +1,266 @@
+"""Asking a person about a write whose outcome is unknown (``on_unknown_outcome="interrupt"``).
+
+LangGraph resumes an interrupted node by running it again from the start, so nothing
+that has an effect may run before the ``interrupt()`` on the second pass. Each call
+that may need a person therefore runs as a LangGraph task (`langgraph.func.task`):
+its answer is saved with the checkpoint when it finishes, and on resume the task
+returns that answer without running the tool again. The same holds for a sibling call
+of the step, and for a write run once more because the person chose so. Then, in the
+order of the calls, each answer marked "ask a person" (`with_question`) becomes an
+``interrupt()`` whose value is an `OutcomeReview`; the resume value is a
+`HumanDecision`, and `settled` turns it into the call's answer:
+
+- ``run_again``: the write runs once more, with the same idempotency key (as a task,
+  so a later resume does not run it a third time); its answer is the answer;
+- ``done``: the result the person gave, marked as confirmed by a person;
+- ``give_up``: the ``unknown_outcome`` envelope, saying a person chose not to retry.
+
+An answer the resume value does not make sense of is asked again, with the problem.
+Tasks are told apart by the order they are started in, so the adapters start them in
+a fixed order: `ResilientToolNode` from its own thread, in the order of the calls;
+the middleware has one call per task (``create_agent`` sends each call on its own).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import cache, partial
+from typing import Any, cast
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command, interrupt
+
+from ..core.call import Call
+from ..core.errors import ToolErrorType, UsageError
+from ..core.idempotency import key_for
+from ..core.policy import PolicyResolver
+from ..core.review import CHOICES, RESUME_EXAMPLE, HumanDecision, parse_decision
+from ..pipeline.driver import Outcome
+from ..text.envelope import confirmed_by_person, given_up_by_person
+from .context import RERUN
+
+QUESTION_META = "lrt_question"
+"""Private key, in an answer's metadata, of the question for a person (taken off)."""
+
+_CHECKPOINTER = "__pregel_checkpointer"
+_CALL = "__pregel_call"
+
+
+def asks_person(call: Call) -> bool:
+    """Whether an unknown outcome of `call` is a question for a person."""
+    resolved = call.resolved
+    return resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent
+
+
+def wanted(resolver: PolicyResolver, names: Iterable[str]) -> bool:
+    """Whether any of the tools `names` may ask a person (writes with ``"interrupt"``)."""
+    for name in names:
+        resolved = resolver.resolve(name)
+        if resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent:
+            return True
+    return False
+
+
+def require_checkpointer(config: RunnableConfig | None, adapter: str) -> None:
+    """Raise `UsageError` unless this runs in a graph with a checkpointer: without one
+    an interrupted call could never be resumed."""
+    conf: Mapping[str, Any] = (config or {}).get("configurable") or {}
+    if _CALL not in conf:
+        raise UsageError(
+            f'{adapter}: on_unknown_outcome="interrupt" asks a person through a LangGraph '
+            "interrupt, which needs a compiled graph with a checkpointer; this call runs "
+            'outside a graph. Use on_unknown_outcome="answer" here.'
+        )
+    if conf.get(_CHECKPOINTER) is None:
+        raise UsageError(
+            f'{adapter}: on_unknown_outcome="interrupt" needs a checkpointer to resume '
+            "the graph after the person answers: compile it with one, e.g. "
+            "graph.compile(checkpointer=InMemorySaver()) (or create_agent(..., "
+            'checkpointer=...)), or use on_unknown_outcome="answer".'
+        )
+
+
+# -- the question, carried on the answer until the adapter asks it ---------------------
+
+
+def with_question(answer: Any, outcome: Outcome) -> Any:
+    """`answer`, marked with the question for a person when `outcome` needs one."""
+    failure, call = outcome.failure, outcome.call
+    if failure is None or failure.error is not ToolErrorType.UNKNOWN_OUTCOME:
+        return answer
+    message = _message_in(answer)
+    if message is None or not asks_person(call):
+        return answer
+    message.response_metadata[QUESTION_META] = {
+        "kind": "unknown_outcome",
+        "tool": call.name,
+        "tool_call_id": call.id,
+        "args": dict(call.args),
+        "idempotency_key": key_for(call),
+        "what_happened": failure.message,
+        "attempts": call.record.attempts,
+        "failed_at": time.time(),
+    }
+    return answer
+
+
+def take_question(answer: Any) -> dict[str, Any] | None:
+    """The question `answer` carries, if any; taken off it."""
+    message = _message_in(answer)
+    if message is None:
+        return None
+    question: dict[str, Any] | None = message.response_metadata.pop(QUESTION_META, None)
+    return question
+
+
+def _message_in(answer: Any) -> ToolMessage | None:
+    if isinstance(answer, ToolMessage):
+        return answer
+    if isinstance(answer, Command) and isinstance(answer.update, dict):
+        found = [m for m in answer.update.get("messages", ()) if isinstance(m, ToolMessage)]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+# -- asking, and what the decision makes of the answer ---------------------------------
+
+
+def decide(question: Mapping[str, Any]) -> HumanDecision:
+    """The person's decision: an ``interrupt()`` until a resume value is one."""
+    problem: str | None = None
+    while True:
+        review = {
+            **question,
+            "seconds_ago": round(max(0.0, time.time() - question["failed_at"]), 1),
+            "choices": dict(CHOICES),
+            "resume_with": RESUME_EXAMPLE,
+            "problem": problem,
+        }
+        got = parse_decision(interrupt(review))
+        if isinstance(got, HumanDecision):
+            return got
+        problem = got
+
+
+def settled(answer: Any, decision: HumanDecision, rerun: Callable[[], Any]) -> Any:
+    """The call's answer once a person decided (`rerun` runs the write once more)."""
+    if decision.choice == "run_again":
+        return rerun()
+    message = _message_in(answer)
+    assert message is not None, "only an answer with one ToolMessage carries a question"
+    if decision.choice == "done":
+        return _replaced(answer, confirmed_by_person(message, decision.result))
+    return _replaced(answer, given_up_by_person(message, decision.note))
+
+
+def _replaced(answer: Any, message: ToolMessage) -> Any:
+    if isinstance(answer, ToolMessage):
+        return message
+    update = dict(answer.update)
+    update["messages"] = [message]
+    record = message.response_metadata.get("tool_error")
+    if record is None:
+        update.pop("tool_errors", None)
+    elif "tool_errors" in update:
+        update["tool_errors"] = [record]
+    return Command(update=update)
+
+
+async def asettled(
+    answer: Any, decision: HumanDecision, rerun: Callable[[], Awaitable[Any]]
+) -> Any:
+    if decision.choice == "run_again":
+        return await rerun()
+    return settled(answer, decision, _never)
+
+
+def _never() -> Any:  # pragma: no cover - only "run_again" reruns
+    raise AssertionError
+
+
+# -- durable runs: LangGraph tasks, whose answers survive the interrupt ---------------
+
+
+def _job(job: Callable[[], Any]) -> Any:
+    return job()
+
+
+async def _ajob(job: Callable[[], Awaitable[Any]]) -> Any:
+    return await job()
+
+
+@cache
+def _tasks() -> tuple[Any, Any]:
+    from langgraph.func import task  # only when a person may be asked
+
+    named = cast(Any, task)(name="resilient_tool_call")
+    return named(_job), named(_ajob)
+
+
+def start(job: Callable[[], Any]) -> Any:
+    """Start `job` as a task of the running node (a future: ``.result()``); a job that
+    finished before, in an earlier pass of the node, is not run again."""
+    return _tasks()[0](job)
+
+
+def run_durably(job: Callable[[], Any]) -> Any:
+    return start(job).result()
+
+
+def astart(job: Callable[[], Awaitable[Any]]) -> Any:
+    """`start` for a coroutine function (an awaitable)."""
+    return _tasks()[1](job)
+
+
+async def arun_durably(job: Callable[[], Awaitable[Any]]) -> Any:
+    return await astart(job)
+
+
+def rerun(job: Callable[[], Any]) -> Callable[[], Any]:
+    """`job` with `RERUN` set while it runs."""
+
+    def again() -> Any:
+        token = RERUN.set(True)
+        try:
+            return job()
+        finally:
+            RERUN.reset(token)
+
+    return again
+
+
+def arerun(job: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+    async def again() -> Any:
+        token = RERUN.set(True)
+        try:
+            return await job()
+        finally:
+            RERUN.reset(token)
+
+    return again
+
+
+def review_each(answers: list[Any], again: Callable[[int], Callable[[], Any]]) -> list[Any]:
+    """`answers` with every question asked, in order; `again(i)`: the job that runs
+    call `i` once more."""
+    out = list(answers)
+    for i, answer in enumerate(out):
+        question = take_question(answer)
+        if question is not None:
+            job = rerun(again(i))
+            out[i] = settled(answer, decide(question), partial(run_durably, job))
+    return out
+
+
+async def areview_each(
+    answers: list[Any], again: Callable[[int], Callable[[], Awaitable[Any]]]
+) -> list[Any]:
+    out = list(answers)
+    for i, answer in enumerate(out):
+        question = take_question(answer)
+        if question is not None:
+            job = arerun(again(i))
+            out[i] = await asettled(answer, decide(question), partial(arun_durably, job))
+    return out
