@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .adapters.tool import ResilientTool
 from .core.errors import ToolErrorType, UsageError
 from .core.policy import AdaptiveTimeout, BreakerPolicy, RetryPolicy, ToolPolicy, VerifyInfo
+from .core.review import HumanDecision, OutcomeReview
 from .core.testing import set_testing
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = [
     "AdaptiveTimeout",
     "BreakerPolicy",
+    "HumanDecision",
+    "OutcomeReview",
     "ResilientTool",
     "ResilientToolNode",
     "ResilientToolsMiddleware",

@@ -3,8 +3,7 @@
 The wrapper keeps the tool's name, description and argument schema, so it can be bound
 to a model, put in a plain `ToolNode` or given to `create_agent` like the original.
 Called with a tool call it answers with a `ToolMessage` (an error envelope on failure);
-called with plain arguments it returns the tool's output, or the envelope as a JSON
-string.
+called with plain arguments, the tool's output, or the envelope as a JSON string.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from ..core.call import Call
 from ..core.errors import UsageError
 from ..core.idempotency import INJECTED_ARG, execution_args, keyed_config, use_key
 from ..core.policy import PolicyResolver, ToolPolicy
+from ..core.review import NO_INTERRUPT
 from ..core.tools import (
     graph_store,
     has_native_async,
@@ -50,8 +50,7 @@ log = logging.getLogger(__name__)
 class ResilientTool(BaseTool):
     """A `BaseTool` that runs another tool through the resilience pipeline.
 
-    Build it with `ResilientTool.wrap(tool, policy=...)`.
-    """
+    Build it with `ResilientTool.wrap(tool, policy=...)`."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -91,6 +90,8 @@ class ResilientTool(BaseTool):
             tool = make_tool(tool)
         if policy is not None and policy.isolate:
             check_picklable(tool)
+        if policy is not None and policy.on_unknown_outcome == "interrupt":
+            raise UsageError(NO_INTERRUPT)
         wrapped = cls(
             name=tool.name,
             description=tool.description,

@@ -22,6 +22,12 @@ CHOICES: dict[str, str] = {
 }
 """Each choice and what it does, as the person reads it in the review."""
 
+NO_INTERRUPT = (
+    'on_unknown_outcome="interrupt" works in ResilientToolNode and ResilientToolsMiddleware, '
+    "which run each call of a step so that a resume runs none of them again; a wrapped tool "
+    'cannot, so wrap it with on_unknown_outcome="answer" (the default) or use those adapters.'
+)
+
 RESUME_EXAMPLE = (
     'Command(resume={"choice": "run_again"}) | Command(resume={"choice": "done", '
     '"result": ...}) | Command(resume={"choice": "give_up", "note": "..."})'
