@@ -23,6 +23,7 @@ from typing_extensions import NotRequired
 from ..core.call import Call
 from ..core.idempotency import keyed_request
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
+from ..core.review import wanted
 from ..core.tools import thread_id_of
 from ..observe.stats import StatsSnapshot
 from ..pipeline.driver import Outcome, Pipeline
@@ -42,7 +43,6 @@ from .review import (
     require_checkpointer,
     review_each,
     run_durably,
-    wanted,
     with_question,
 )
 from .rollback import annotate, pop_ledger, rollback_update

@@ -25,6 +25,7 @@ from ..core.call import Call
 from ..core.errors import UnknownTool
 from ..core.idempotency import keyed_request
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
+from ..core.review import wanted
 from ..core.tools import INVALID_KEY, has_native_async, thread_id_of
 from ..observe.stats import StatsSnapshot
 from ..pipeline.driver import Pipeline
@@ -36,7 +37,7 @@ from ..state.graph import ERRORS_KEY, DroppedRecordsWarning
 from .context import INPUT_TYPE, RERUN, TWINLESS
 from .node_io import HandleToolErrors
 from .node_step import StepNode
-from .review import wanted, with_question
+from .review import with_question
 from .rollback import annotate
 
 ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]

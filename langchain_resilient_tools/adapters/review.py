@@ -24,7 +24,7 @@ the middleware has one call per task (``create_agent`` sends each call on its ow
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import cache, partial
 from typing import Any, cast
 
@@ -32,11 +32,9 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, interrupt
 
-from ..core.call import Call
 from ..core.errors import ToolErrorType, UsageError
 from ..core.idempotency import key_for
-from ..core.policy import PolicyResolver
-from ..core.review import CHOICES, RESUME_EXAMPLE, HumanDecision, parse_decision
+from ..core.review import CHOICES, RESUME_EXAMPLE, HumanDecision, asks_person, parse_decision
 from ..pipeline.driver import Outcome
 from ..text.envelope import confirmed_by_person, given_up_by_person
 from .context import RERUN
@@ -46,21 +44,6 @@ QUESTION_META = "lrt_question"
 
 _CHECKPOINTER = "__pregel_checkpointer"
 _CALL = "__pregel_call"
-
-
-def asks_person(call: Call) -> bool:
-    """Whether an unknown outcome of `call` is a question for a person."""
-    resolved = call.resolved
-    return resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent
-
-
-def wanted(resolver: PolicyResolver, names: Iterable[str]) -> bool:
-    """Whether any of the tools `names` may ask a person (writes with ``"interrupt"``)."""
-    for name in names:
-        resolved = resolver.resolve(name)
-        if resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent:
-            return True
-    return False
 
 
 def require_checkpointer(config: RunnableConfig | None, adapter: str) -> None:

@@ -9,9 +9,13 @@ With ``ToolPolicy(on_unknown_outcome="interrupt")`` the adapters raise a LangGra
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .call import Call
+from .policy import PolicyResolver
 
 Choice = Literal["run_again", "done", "give_up"]
 
@@ -93,3 +97,18 @@ def parse_decision(value: Any) -> HumanDecision | str:
     if decision.choice == "done" and decision.result is None:
         return "'done' needs the write's 'result' (what the model should be told)"
     return decision
+
+
+def asks_person(call: Call) -> bool:
+    """Whether an unknown outcome of `call` is a question for a person."""
+    resolved = call.resolved
+    return resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent
+
+
+def wanted(resolver: PolicyResolver, names: Iterable[str]) -> bool:
+    """Whether any of the tools `names` may ask a person (writes with ``"interrupt"``)."""
+    for name in names:
+        resolved = resolver.resolve(name)
+        if resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent:
+            return True
+    return False
