@@ -56,3 +56,8 @@ def test_quickstart_notebook_runs() -> None:
     html = [o["data"]["text/html"] for o in outputs(nb) if "text/html" in o.get("data", {})]
     assert len(html) == 1 and "<table>" in html[0] and "get_report" in html[0]
     assert any("image/png" in o.get("data", {}) for o in outputs(nb))
+    # A write whose outcome is unknown asks a person; the resume runs it once more only.
+    assert "Asked: create_order lost contact with its service" in text
+    assert "order  success  [A person reviewed this call" in text
+    assert "email  success  sent to ann@example.com" in text
+    assert "emails sent: 1" in text
