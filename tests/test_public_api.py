@@ -17,6 +17,8 @@ def test_all_is_pinned_and_sorted() -> None:
     assert lrt.__all__ == [
         "AdaptiveTimeout",
         "BreakerPolicy",
+        "HumanDecision",
+        "OutcomeReview",
         "ResilientTool",
         "ResilientToolNode",
         "ResilientToolsMiddleware",

@@ -118,6 +118,7 @@ class Run:
             m for m in self.out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == call_id
         ]
         assert len(found) == 1, found
+        assert not [k for k in found[0].response_metadata if k.startswith("lrt_")]  # private
         return found[0]
 
 

@@ -90,11 +90,13 @@ def with_question(answer: Any, outcome: Outcome) -> Any:
 
 
 def take_question(answer: Any) -> dict[str, Any] | None:
-    """The question `answer` carries, if any; taken off it."""
+    """The question `answer` carries, if any. Read, never taken off in place: the answer
+    may be the very object LangGraph is saving as the task's result (`settled` answers
+    with new messages)."""
     message = _message_in(answer)
     if message is None:
         return None
-    question: dict[str, Any] | None = message.response_metadata.pop(QUESTION_META, None)
+    question: dict[str, Any] | None = message.response_metadata.get(QUESTION_META)
     return question
 
 
@@ -131,8 +133,10 @@ def settled(answer: Any, decision: HumanDecision, rerun: Callable[[], Any]) -> A
     """The call's answer once a person decided (`rerun` runs the write once more)."""
     if decision.choice == "run_again":
         return rerun()
-    message = _message_in(answer)
-    assert message is not None, "only an answer with one ToolMessage carries a question"
+    asked = _message_in(answer)
+    assert asked is not None, "only an answer with one ToolMessage carries a question"
+    meta = {k: v for k, v in asked.response_metadata.items() if k != QUESTION_META}
+    message = asked.model_copy(update={"response_metadata": meta})
     if decision.choice == "done":
         return _replaced(answer, confirmed_by_person(message, decision.result))
     return _replaced(answer, given_up_by_person(message, decision.note))
