@@ -23,7 +23,7 @@ from typing_extensions import NotRequired
 from ..core.call import Call
 from ..core.idempotency import keyed_request
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
-from ..core.review import wanted
+from ..core.review import asking
 from ..core.tools import thread_id_of
 from ..observe.stats import StatsSnapshot
 from ..pipeline.driver import Outcome, Pipeline
@@ -85,16 +85,12 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         )  # store: shared breaker/dedup/caches across workers (`state.backend`)
         self._agent_tools: dict[str, BaseTool] = {}
         self._names_checked = False
-        self._asking: dict[str, bool] = {}
         self._carried: dict[str, Repaired] = {}
         """Repairs made to invalid calls in `after_model`, by call id, until they run."""
 
     def _asks_person(self, name: str) -> bool:
         """Whether an unknown outcome of tool `name` is a question for a person."""
-        hit = self._asking.get(name)
-        if hit is None:
-            hit = self._asking[name] = wanted(self.pipeline.resolver, [name])
-        return hit
+        return asking(self.pipeline.resolver.resolve(name))
 
     def stats(self) -> StatsSnapshot:
         """Per-tool statistics of the calls made through this middleware (a snapshot)."""

@@ -25,7 +25,7 @@ from ..core.call import Call
 from ..core.errors import UnknownTool
 from ..core.idempotency import keyed_request
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
-from ..core.review import wanted
+from ..core.review import asking
 from ..core.tools import INVALID_KEY, has_native_async, thread_id_of
 from ..observe.stats import StatsSnapshot
 from ..pipeline.driver import Pipeline
@@ -113,8 +113,8 @@ class ResilientToolNode(StepNode):
         self._tool_list = list(self.tools_by_name.values())
         check_policy_names(self.pipeline.resolver, self._tool_names)
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
-        resolver = self.pipeline.resolver
-        self._asking = frozenset(n for n in self._tool_names if wanted(resolver, [n]))
+        resolve = self.pipeline.resolver.resolve
+        self._asking = frozenset(n for n in self._tool_names if asking(resolve(n)))
 
     def __repr__(self) -> str:
         # ToolNode's repr prints its attributes, our bound hooks among them: recursion.

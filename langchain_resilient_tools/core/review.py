@@ -9,13 +9,12 @@ With ``ToolPolicy(on_unknown_outcome="interrupt")`` the adapters raise a LangGra
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .call import Call
-from .policy import PolicyResolver
+from .policy import ResolvedPolicy
 
 Choice = Literal["run_again", "done", "give_up"]
 
@@ -99,16 +98,12 @@ def parse_decision(value: Any) -> HumanDecision | str:
     return decision
 
 
-def asks_person(call: Call) -> bool:
-    """Whether an unknown outcome of `call` is a question for a person."""
-    resolved = call.resolved
+def asking(resolved: ResolvedPolicy) -> bool:
+    """Whether an unknown outcome under `resolved` is a question for a person: a write
+    (reads are retried instead) with ``on_unknown_outcome="interrupt"``."""
     return resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent
 
 
-def wanted(resolver: PolicyResolver, names: Iterable[str]) -> bool:
-    """Whether any of the tools `names` may ask a person (writes with ``"interrupt"``)."""
-    for name in names:
-        resolved = resolver.resolve(name)
-        if resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent:
-            return True
-    return False
+def asks_person(call: Call) -> bool:
+    """Whether an unknown outcome of `call` is a question for a person."""
+    return asking(call.resolved)
