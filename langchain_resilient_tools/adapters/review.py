@@ -8,7 +8,7 @@ returns that answer without running the tool again. The same holds for a sibling
 of the step, and for a write run once more because the person chose so. Then, in the
 order of the calls, each answer marked "ask a person" (`with_question`) becomes an
 ``interrupt()`` whose value is an `OutcomeReview`; the resume value is a
-`HumanDecision`, and `settled` turns it into the call's answer:
+`HumanDecision`, which makes the call's answer (`review_each`, `settled`):
 
 - ``run_again``: the write runs once more, with the same idempotency key (as a task,
   so a later resume does not run it a third time); its answer is the answer;
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from functools import cache, partial
+from functools import cache
 from typing import Any, cast
 
 from langchain_core.messages import ToolMessage
@@ -36,11 +36,13 @@ from ..core.errors import ToolErrorType, UsageError
 from ..core.idempotency import key_for
 from ..core.review import CHOICES, RESUME_EXAMPLE, HumanDecision, asks_person, parse_decision
 from ..pipeline.driver import Outcome
-from ..text.envelope import confirmed_by_person, given_up_by_person
+from ..state.graph import ERRORS_KEY
+from ..text.envelope import ERROR_META, confirmed_by_person, given_up_by_person
 from .context import RERUN
 
 QUESTION_META = "lrt_question"
-"""Private key, in an answer's metadata, of the question for a person (taken off)."""
+"""Private key, in an answer's metadata, of the question for a person (the answers a
+decision makes are new messages without it)."""
 
 _CHECKPOINTER = "__pregel_checkpointer"
 _CALL = "__pregel_call"
@@ -129,10 +131,9 @@ def decide(question: Mapping[str, Any]) -> HumanDecision:
         problem = got
 
 
-def settled(answer: Any, decision: HumanDecision, rerun: Callable[[], Any]) -> Any:
-    """The call's answer once a person decided (`rerun` runs the write once more)."""
-    if decision.choice == "run_again":
-        return rerun()
+def settled(answer: Any, decision: HumanDecision) -> Any:
+    """The call's answer once a person decided ``done`` or ``give_up`` (nothing runs;
+    ``run_again`` is the answer of the write's next run instead)."""
     asked = _message_in(answer)
     assert asked is not None, "only an answer with one ToolMessage carries a question"
     meta = {k: v for k, v in asked.response_metadata.items() if k != QUESTION_META}
@@ -147,24 +148,12 @@ def _replaced(answer: Any, message: ToolMessage) -> Any:
         return message
     update = dict(answer.update)
     update["messages"] = [message]
-    record = message.response_metadata.get("tool_error")
+    record = message.response_metadata.get(ERROR_META)
     if record is None:
-        update.pop("tool_errors", None)
-    elif "tool_errors" in update:
-        update["tool_errors"] = [record]
+        update.pop(ERRORS_KEY, None)
+    elif ERRORS_KEY in update:
+        update[ERRORS_KEY] = [record]
     return Command(update=update)
-
-
-async def asettled(
-    answer: Any, decision: HumanDecision, rerun: Callable[[], Awaitable[Any]]
-) -> Any:
-    if decision.choice == "run_again":
-        return await rerun()
-    return settled(answer, decision, _never)
-
-
-def _never() -> Any:  # pragma: no cover - only "run_again" reruns
-    raise AssertionError
 
 
 # -- durable runs: LangGraph tasks, whose answers survive the interrupt ---------------
@@ -236,8 +225,11 @@ def review_each(answers: list[Any], again: Callable[[int], Callable[[], Any]]) -
     for i, answer in enumerate(out):
         question = take_question(answer)
         if question is not None:
-            job = rerun(again(i))
-            out[i] = settled(answer, decide(question), partial(run_durably, job))
+            decision = decide(question)
+            if decision.choice == "run_again":
+                out[i] = run_durably(rerun(again(i)))
+            else:
+                out[i] = settled(answer, decision)
     return out
 
 
@@ -248,6 +240,9 @@ async def areview_each(
     for i, answer in enumerate(out):
         question = take_question(answer)
         if question is not None:
-            job = arerun(again(i))
-            out[i] = await asettled(answer, decide(question), partial(arun_durably, job))
+            decision = decide(question)
+            if decision.choice == "run_again":
+                out[i] = await arun_durably(arerun(again(i)))
+            else:
+                out[i] = settled(answer, decision)
     return out

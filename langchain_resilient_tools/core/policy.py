@@ -491,6 +491,7 @@ class PolicyResolver:
         # Most specific first; `sorted` is stable, so ties keep the order given.
         self._ranked = sorted(self.patterns, key=lambda p: -pattern_specificity(p))
         self._cache: dict[str, ResolvedPolicy] = {}
+        self._reruns: dict[str, ResolvedPolicy] = {}  # `for_rerun`, per tool name
 
     def pattern_for(self, tool_name: str) -> str | None:
         """The pattern whose policy applies to `tool_name`, if any matches."""
@@ -499,14 +500,13 @@ class PolicyResolver:
     def for_rerun(self, tool_name: str) -> ResolvedPolicy:
         """The policy of a write run once more because a person chose so: no lookup,
         no dedup (the call is its own earlier entry), never another question."""
-        key = "\x00rerun:" + tool_name
-        hit = self._cache.get(key)
+        hit = self._reruns.get(tool_name)
         if hit is None:
             base = self.resolve(tool_name)
             policy = base.policy.model_copy(
                 update={"verify": None, "dedup": "off", "on_unknown_outcome": "answer"}
             )
-            hit = self._cache[key] = ResolvedPolicy(policy, tool_name)
+            hit = self._reruns[tool_name] = ResolvedPolicy(policy, tool_name)
             hit.idempotent = base.idempotent
         return hit
 
