@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from .adapters.tool import ResilientTool
 from .core.errors import ToolErrorType, UsageError
-from .core.policy import AdaptiveTimeout, BreakerPolicy, RetryPolicy, ToolPolicy, VerifyInfo
+from .core.policy import (
+    AdaptiveTimeout,
+    BreakerPolicy,
+    CacheKeyInfo,
+    RetryPolicy,
+    ToolPolicy,
+    VerifyInfo,
+)
 from .core.review import HumanDecision, OutcomeReview
 from .core.testing import set_testing
 
@@ -27,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AdaptiveTimeout",
     "BreakerPolicy",
+    "CacheKeyInfo",
     "HumanDecision",
     "OutcomeReview",
     "ResilientTool",

@@ -33,8 +33,9 @@ def test_cache_hit_skips_the_tool_and_is_recorded(harness: Harness) -> None:
     results = harness.run_turns(
         [ok_tool()],
         _turns(),
-        policy=ToolPolicy(cache_ttl_s=60, clock=clock),
-        thread_per_turn=True,  # separate conversations: no dedup, only the cache
+        # separate conversations (no dedup, only the cache) of a pure tool shared globally
+        policy=ToolPolicy(cache_ttl_s=60, cache_scope="global", clock=clock),
+        thread_per_turn=True,
         before_turn=lambda i: clock.advance(5),
     )
     assert CALLS["get_weather"] == 1
@@ -54,7 +55,7 @@ def test_cache_expires_after_its_ttl(harness: Harness) -> None:
     harness.run_turns(
         [ok_tool()],
         _turns(n=2),
-        policy=ToolPolicy(cache_ttl_s=10, clock=clock),
+        policy=ToolPolicy(cache_ttl_s=10, cache_scope="global", clock=clock),
         thread_per_turn=True,
         before_turn=lambda i: clock.advance(11),
     )

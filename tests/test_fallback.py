@@ -33,7 +33,7 @@ class Service:
 def _policy(clock: FakeClock, **fields: Any) -> ToolPolicy:
     base: dict[str, Any] = {
         "clock": clock, "retry": RetryPolicy(max_attempts=2), "stale_max_age_s": 600.0,
-        "fallback": {"forecast": "unknown"}, "dedup": "off",
+        "fallback": {"forecast": "unknown"}, "dedup": "off", "cache_scope": "global",
     }  # fmt: skip
     return ToolPolicy(**{**base, **fields})
 

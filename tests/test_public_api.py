@@ -17,6 +17,7 @@ def test_all_is_pinned_and_sorted() -> None:
     assert lrt.__all__ == [
         "AdaptiveTimeout",
         "BreakerPolicy",
+        "CacheKeyInfo",
         "HumanDecision",
         "OutcomeReview",
         "ResilientTool",

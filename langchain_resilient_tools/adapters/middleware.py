@@ -138,6 +138,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             thread_id=thread_id_of(getattr(runtime, "config", None)),
             deadline=deadline_of(getattr(runtime, "config", None)),
             state=request.state,
+            config=getattr(runtime, "config", None),
+            context=getattr(runtime, "context", None),
             store=getattr(runtime, "store", None),
             rerun=rerun,
         )

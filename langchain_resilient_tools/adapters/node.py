@@ -138,6 +138,8 @@ class ResilientToolNode(StepNode):
             thread_id=thread_id_of(request.runtime.config if request.runtime else None),
             deadline=deadline_of(request.runtime.config if request.runtime else None),
             state=request.state,
+            config=getattr(request.runtime, "config", None),
+            context=getattr(request.runtime, "context", None),
             store=getattr(request.runtime, "store", None),
             passthrough_unknown=self._user_wrap is not None or self._user_awrap is not None,
             tool_validates=self._handle is not True,  # ToolNode's own handling decides

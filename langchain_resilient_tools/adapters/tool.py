@@ -138,7 +138,6 @@ class ResilientTool(BaseTool):
         return getattr(self.inner, "coroutine", None)
 
     # -- invocation ----------------------------------------------------------------
-
     def _new_call(self, input: Any, config: RunnableConfig | None) -> tuple[Call, bool]:
         is_tool_call = isinstance(input, dict) and input.get("type") == "tool_call"
         if is_tool_call:
@@ -159,6 +158,7 @@ class ResilientTool(BaseTool):
             deadline=deadline_of(config),
             offload=not self._native_async,
             store=graph_store(config),
+            config=config,  # what identifies a kept result (`core.reads`)
         )
         plain = None if isinstance(raw, dict) else raw
         if not is_tool_call and isinstance(injected.get(INJECTED_ARG), str):

@@ -86,6 +86,10 @@ class Call:
     schemaless: bool = False
     """The input is not an argument dict (a plain string to a one-input tool): repair
     and validation leave it alone."""
+    config: Any = None
+    """The `RunnableConfig` the call runs under (its ``configurable`` and runtime), if any."""
+    context: Any = None
+    """LangGraph's runtime context (``ToolRuntime.context``), when the adapter has it."""
     store: Any = None
     """The graph's `BaseStore` (``runtime.store``), if the call came through a graph with one."""
     twinless: bool = False

@@ -1,19 +1,29 @@
 """The canonical key of a call: the same question asked twice has the same key.
 
-Used by dedup, the result cache and the stale cache. The key is the tool name plus the
-model's arguments (injected ones excluded) in a canonical form: keys sorted, strings
-with their whitespace normalised, numbers and booleans as JSON writes them.
-`ToolPolicy.dedup_key` narrows the arguments to some fields, or computes the key.
+`call_key` is dedup's: the tool name plus the model's arguments (injected ones
+excluded) in a canonical form: keys sorted, strings with their whitespace normalised,
+numbers and booleans as JSON writes them. `ToolPolicy.dedup_key` narrows the arguments
+to some fields, or computes the key. Dedup never reaches past one thread (see
+`pipeline.dedup.logic.scope_of`).
+
+`result_key` is the result cache's and the stale fallback's, which serve one call's
+result to another call, possibly of another user: it adds everything the tool reads
+besides the arguments and the scope a result is shared in. The rule is `core.reads`'s:
+a result is served only to a call that could have produced it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from typing import Any
 
 from .call import Call
+from .reads import ambient, declared_reads, key_info
+
+log = logging.getLogger(__name__)
 
 _SPACE = re.compile(r"\s+")
 
@@ -48,3 +58,43 @@ def call_key(call: Call) -> str:
         [call.name, key_basis(call)], sort_keys=True, default=str, separators=(",", ":")
     )
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+_RESULT_KEY = "result_key"
+"""Where a call's result key is kept once built (``Call.extras``)."""
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=repr, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def result_key(call: Call) -> str | None:
+    """The key under which `call`'s result is kept and looked up by the result cache and
+    the stale fallback, or `None` when it must share nothing (its key function failed).
+
+    A digest of: the tool name; the scope (``"thread"``: the thread id, the runtime
+    context and ``configurable``; ``"global"``: nothing more); and what identifies the
+    result (`ToolPolicy.cache_key`'s value, else the canonical arguments and the
+    declared inputs, `core.reads.declared_reads`). Values are digested, never kept.
+    """
+    if _RESULT_KEY in call.extras:
+        found: str | None = call.extras[_RESULT_KEY]
+        return found
+    policy = call.resolved.policy
+    scope: list[Any] = [policy.cache_scope]
+    if policy.cache_scope == "thread":
+        scope += [call.thread_id, *ambient(call)]
+    key: str | None
+    try:
+        if policy.cache_key is not None:
+            basis: list[Any] = ["key", policy.cache_key(key_info(call))]
+        else:
+            whole_state = policy.cache_scope == "global"
+            basis = ["args", key_basis(call), declared_reads(call, whole_state=whole_state)]
+        key = _digest([call.name, scope, basis])
+    except Exception:  # a failing key function: this call shares nothing
+        log.warning("cache_key of %s raised: the call is neither cached nor served", call.name)
+        key = None
+    call.extras[_RESULT_KEY] = key
+    return key

@@ -52,6 +52,33 @@ class VerifyInfo:
     thread_id: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class CacheKeyInfo:
+    """What a ``ToolPolicy(cache_key=fn)`` callable receives: everything a tool call can
+    be told apart by, so that the key can name whose result it is."""
+
+    tool_name: str
+    args: Mapping[str, Any]
+    """The model's arguments (after repair), without injected ones."""
+    thread_id: str | None
+    """``config["configurable"]["thread_id"]`` of the run, if any."""
+    context: Any
+    """LangGraph's runtime context of the run (``context_schema``), if any."""
+    configurable: Mapping[str, Any]
+    """The run's ``config["configurable"]`` without LangGraph's own per-step keys."""
+    state: Any
+    """The graph state the call came with, if any."""
+
+
+CacheKeyBuilder = Callable[[CacheKeyInfo], Any]
+"""Says which results a call may be served: calls with equal values share results
+(within `ToolPolicy.cache_scope`). Any JSON-like value; it is digested, never stored."""
+
+CacheScope = Literal["thread", "global"]
+"""Who may be served a result kept by the cache or the stale fallback: the calls of the
+same conversation thread, or every caller of the adapter (or of its shared store)."""
+
+
 Verifier = Callable[[VerifyInfo], Any]
 """Looks a write up: returns its result if it happened, `None` if it did not (may be
 ``async def``); raising, or not answering within ``verify_timeout``, means "unknown"."""
@@ -304,6 +331,19 @@ class ToolPolicy(_Frozen):
     the same call if it is younger than this, marked stale with its age (`None`: off)."""
     cache_max_entries: int = Field(default=1024, ge=1)
     """Results kept per tool for the cache and the stale fallback."""
+    cache_scope: CacheScope = "thread"
+    """Who may be served a result that the cache or the stale fallback kept: ``"thread"``
+    (the default) only later calls of the same conversation thread, run with the same
+    runtime context and ``configurable``; ``"global"`` any caller, across threads,
+    workers and users. Safe only for a tool whose result depends on nothing but its
+    arguments and the inputs it declares (see `core.reads`): a weather lookup, not a
+    tool that reads the current user with ``get_config()`` or ``get_runtime()``."""
+    cache_key: CacheKeyBuilder | None = None
+    """What identifies a result, instead of the default (the model's arguments and a
+    digest of every input the tool declares: state, store, config, runtime, injected
+    arguments): ``(CacheKeyInfo) -> value``, e.g. ``lambda c: (c.args, c.context.user_id)``
+    with ``cache_scope="global"`` for results shared per user across threads. A key
+    function that raises makes the call share nothing (no hit, nothing kept)."""
     fallback_order: tuple[FallbackSource, ...] = ("stale_cache", "fallback")
     """The fallback chain, tried in order after an infrastructure failure; the error
     envelope answers when none applies."""

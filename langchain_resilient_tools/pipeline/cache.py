@@ -5,6 +5,11 @@ marked with its age and ``record.served_by = "cache"``, and it still goes throug
 pipeline's bookkeeping (record, `on_outcome`), so a cache can never hide a call.
 Every good result of an idempotent tool is kept in the tool's `ResultStore` when the
 cache or the stale fallback is on. Writes are never cached.
+
+Results are kept and found by `core.key.result_key`: a result is served only to a call
+that could have produced it (same arguments, same declared inputs, and by default the
+same thread, runtime context and ``configurable``; `core.reads` states the rule). A
+call whose key cannot be built shares nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from ..core.call import Call
-from ..core.key import call_key
+from ..core.key import result_key
 from ..core.policy import ResolvedPolicy
 from ..state.pertool import PerTool
 from ..state.results import MemoryStore, ResultStore, SharedResultStore
@@ -43,7 +48,7 @@ def store_for(env: Env, call: Call) -> ResultStore | None:
         return None
     backend = backend_for(env, call)
     if backend is not None:
-        return SharedResultStore(backend, call.name, retention)
+        return SharedResultStore(backend, call.name, retention, policy.cache_scope)
     return stores(env).get(
         call.name,
         lambda: MemoryStore(
@@ -75,9 +80,10 @@ class CacheStage(Stage):
 
     def _hit(self, call: Call, store: ResultStore | None) -> tuple[bool, Any]:
         ttl = call.resolved.policy.cache_ttl_s
-        if store is None or ttl is None:
+        key = None if store is None or ttl is None else result_key(call)
+        if store is None or ttl is None or key is None:
             return False, None
-        entry = store.get(call_key(call), max_age=ttl)
+        entry = store.get(key, max_age=ttl)
         if entry is None:
             return False, None
         call.record.served_by = "cache"
@@ -87,7 +93,9 @@ class CacheStage(Stage):
     @staticmethod
     def _keep(call: Call, store: ResultStore | None, value: Any) -> None:
         if store is not None and call.record.served_by == "tool" and storable(value):
-            store.put(call_key(call), value)
+            key = result_key(call)
+            if key is not None:
+                store.put(key, value)
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         store = store_for(self.env, call)

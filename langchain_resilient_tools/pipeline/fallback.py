@@ -6,7 +6,9 @@ tried in `ToolPolicy.fallback_order`:
 
 - ``stale_cache``: the last good result of the same call (idempotent tools only: writes
   are never served from a cache), if younger than `stale_max_age_s`; marked stale with
-  its age, ``served_by = "stale_cache"``;
+  its age, ``served_by = "stale_cache"``. "The same call" is the cache's
+  `core.key.result_key`: never another user's or (by default) another thread's result;
+
 - ``fallback``: the policy's stub data, or ``fallback(tool_name, args)``; marked as
   substitute data, ``served_by = "fallback"``. For a write it is used only when the tool
   certainly did not run (open circuit, busy, timed out before starting), never when
@@ -22,7 +24,7 @@ from typing import Any
 
 from ..core.call import Call
 from ..core.errors import ResilienceSignal
-from ..core.key import call_key
+from ..core.key import result_key
 from ..core.policy import ResolvedPolicy
 from ..text import messages as m
 from .cache import reissue, store_for
@@ -46,9 +48,10 @@ class FallbackStage(Stage):
     def _stale(self, call: Call) -> Any:
         max_age = call.resolved.policy.stale_max_age_s
         store = store_for(self.env, call)
-        if max_age is None or store is None:
+        key = None if max_age is None or store is None else result_key(call)
+        if max_age is None or store is None or key is None:
             return _NOTHING
-        entry = store.get(call_key(call), max_age=max_age)
+        entry = store.get(key, max_age=max_age)
         if entry is None:
             return _NOTHING
         age = m.age_text(store.clock() - entry.stored_at)

@@ -66,21 +66,25 @@ class MemoryStore:
 
 log = logging.getLogger(__name__)
 NS_RESULTS = "results"
-"""Namespace of results kept on a shared backend."""
+"""Namespace of results kept on a shared backend: ``results-thread`` for results shared
+within a thread, ``results-global`` for those shared by every caller."""
 
 
 class SharedResultStore:
     """A `state.results.ResultStore` on a backend: entries are ``(value, stored_at)``."""
 
-    def __init__(self, backend: StateBackend, tool: str, retention: float) -> None:
+    def __init__(
+        self, backend: StateBackend, tool: str, retention: float, scope: str = "thread"
+    ) -> None:
         self.backend = backend
         self.clock = backend.clock
         self._tool = tool
         self._retention = retention
+        self._ns = f"{NS_RESULTS}-{scope}"
 
     def get(self, key: str, *, max_age: float) -> Entry | None:
         try:
-            found = self.backend.get(NS_RESULTS, f"{self._tool}:{key}")
+            found = self.backend.get(self._ns, f"{self._tool}:{key}")
         except BackendError:
             log.warning("state store failed (cache read of %s): a miss", self._tool)
             return None
@@ -91,7 +95,7 @@ class SharedResultStore:
     def put(self, key: str, value: Any) -> None:
         try:
             self.backend.put(
-                NS_RESULTS, f"{self._tool}:{key}", (value, self.clock()), ttl=self._retention
+                self._ns, f"{self._tool}:{key}", (value, self.clock()), ttl=self._retention
             )
         except BackendError:
             log.warning("state store failed (cache write of %s): not kept", self._tool)
