@@ -16,6 +16,9 @@ exception, to an envelope::
     ├── CircuitOpen                   the tool's breaker is open (`.retry_after_s`)
     ├── DuplicateCall                 a repeat that must not run again
     ├── OutcomeStillUnknown           a re-run of a write whose first run is unconfirmed
+    │   ├── OrphanedWrite             a journaled write whose worker died before its receipt
+    │   └── WriteInFlight             a journaled write another live worker still runs
+    ├── Recorded                      a journal receipt's failure, answered again
     ├── LowQualityResult              a successful call whose result is useless
     ├── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
     └── SessionUnavailable            a session-bound tool's event loop cannot run a sync call
@@ -140,6 +143,28 @@ class CircuitOpen(ResilienceSignal):
 
 class OutcomeStillUnknown(ResilienceSignal):
     """This very call ran before (a step re-run on resume) and its outcome is unknown."""
+
+
+class OrphanedWrite(OutcomeStillUnknown):
+    """The journal holds this write's intent but no receipt, and the worker that started
+    it is gone: it may or may not have taken effect. It is not run again (but after a
+    `verify` lookup that found nothing)."""
+
+    def __init__(self, *, seconds_ago: float) -> None:
+        super().__init__("orphaned write")
+        self.seconds_ago = seconds_ago
+
+
+class WriteInFlight(OutcomeStillUnknown):
+    """Another worker, still alive, runs this very write and gave no receipt in time."""
+
+
+class Recorded(ResilienceSignal):
+    """The failure a journal receipt recorded for this call, answered again."""
+
+    def __init__(self, failure: Mapping[str, Any]) -> None:
+        super().__init__(str(failure.get("error", "")))
+        self.failure = dict(failure)
 
 
 class DuplicateCall(ResilienceSignal):

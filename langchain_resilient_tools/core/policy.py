@@ -314,6 +314,23 @@ class ToolPolicy(_Frozen):
     told what the person decided. ``"interrupt"`` works in `ResilientToolNode` and
     `ResilientToolsMiddleware` in a graph with a checkpointer (it raises `UsageError`
     without one); sibling calls of the step are not run again on resume."""
+    journal: bool = True
+    """Writes only (tools that are not idempotent, keyed writes included): keep a durable
+    journal of each call, so that a worker that dies mid-call never makes the write run
+    again silently (`pipeline.journal`). Before the write runs its intent is recorded
+    (idempotency key, tool, a digest of the arguments, owner, lease); when it answers,
+    its receipt. On resume a call with a receipt is answered from it; one whose worker
+    is gone goes to `verify`, then `on_unknown_outcome`. Kept in the adapter's
+    ``store=``, else the graph's store, else the checkpointer's own database (SQLite or
+    Postgres). `False` turns it off for this tool."""
+    journal_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    """Seconds a journal entry is kept (7 days: longer than a resume after a crash or a
+    person's answer to an interrupt usually takes; the tool call id, which the key is
+    made of, is never sent again after that)."""
+    journal_lease_s: float = Field(default=10.0, gt=0)
+    """Seconds a running write's lease lasts; its worker renews it every third of that.
+    A worker on another host whose lease ran out is taken for dead (one on the same host
+    is seen as dead at once, by its process id)."""
     attach_record: bool = False
     """Attach the per-call record (``response_metadata["resilience"]``) to every answer.
     By default it is attached only when the layer did something (a retry, a repair, a
@@ -461,10 +478,12 @@ DEFAULT_POLICY = ToolPolicy()
 class ResolvedPolicy:
     """A tool's effective policy plus the facts derived from it once."""
 
-    __slots__ = ("idempotent", "policy")
+    __slots__ = ("idempotent", "policy", "rerun")
 
     def __init__(self, policy: ToolPolicy, tool_name: str) -> None:
         self.policy = policy
+        self.rerun = False
+        """A write run once more because a person chose so (`PolicyResolver.for_rerun`)."""
         if policy.idempotency_key is not False:  # the service recognises repeats
             self.idempotent = True
         elif policy.idempotent is not None:
@@ -548,6 +567,7 @@ class PolicyResolver:
             )
             hit = self._reruns[tool_name] = ResolvedPolicy(policy, tool_name)
             hit.idempotent = base.idempotent
+            hit.rerun = True
         return hit
 
     def resolve(self, tool_name: str) -> ResolvedPolicy:

@@ -33,6 +33,7 @@ from .cache import CacheStage
 from .checks import ChecksStage
 from .dedup.stage import DedupStage
 from .fallback import FallbackStage
+from .journal.stage import JournalStage
 from .limit import LimitStage
 from .repair.stage import RepairStage
 from .retry.stage import RetryStage
@@ -52,6 +53,7 @@ STAGES: tuple[type[Stage], ...] = (
     RepairStage,  # malformed JSON, argument names and certain types repaired, and reported
     AdmitStage,  # unknown tools and unparseable calls stop here
     ValidateStage,  # arguments checked against the tool's schema; every problem listed
+    JournalStage,  # writes: intent before, receipt after; a resume answers from the receipt
     DedupStage,  # repeated identical calls: reuse, block (writes) or warn
     FallbackStage,  # service failures: stale result, then stub data, then the error
     CacheStage,  # idempotent results: TTL cache hits, and last good results for fallback

@@ -14,6 +14,10 @@ was sent may or may not have taken effect: `text.classify` calls that
 - `fn` raised or did not answer within ``verify_timeout``: ``unknown_outcome``, as
   without `verify`.
 
+The same lookup settles a write the journal found orphaned (`pipeline.journal`: its
+worker died before its receipt): the journal marks the call (`ORPHAN`), and this stage
+looks it up *before* anything runs, with the same three answers.
+
 `lookup_outcome` is the pure decision on what `fn` said; the drivers do the I/O.
 """
 
@@ -26,7 +30,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ..core.call import Call
-from ..core.errors import AttemptTimeout, ToolErrorType
+from ..core.errors import AttemptTimeout, OrphanedWrite, ToolErrorType
 from ..core.idempotency import key_for
 from ..core.policy import ResolvedPolicy, VerifyInfo
 from ..runtime.executor import await_with_timeout
@@ -36,6 +40,10 @@ from ..text.classify import classify
 from .stage import AsyncNext, Next, Stage
 
 log = logging.getLogger(__name__)
+
+ORPHAN = "journal_orphan"
+"""``Call.extras`` key the journal sets (to the intent's age in seconds) on a write it
+found orphaned: it is looked up before anything runs."""
 
 
 class Lookup(enum.Enum):
@@ -71,8 +79,15 @@ def settle(found: Any, first: Exception) -> str:
 
 def _verified(call: Call, exc: Exception, value: Any) -> Any:
     call.record.served_by = "verify"
-    call.record.notices.append(m.VERIFIED_NOTICE.format(kind=type(exc).__name__))
+    kind = "a restart" if isinstance(exc, OrphanedWrite) else type(exc).__name__
+    call.record.notices.append(m.VERIFIED_NOTICE.format(kind=kind))
     return value
+
+
+def orphan(call: Call) -> OrphanedWrite | None:
+    """The journal's finding that `call`'s write is orphaned, if it made one."""
+    ago = call.extras.pop(ORPHAN, None)
+    return None if ago is None else OrphanedWrite(seconds_ago=float(ago))
 
 
 class _Lookup:
@@ -131,12 +146,14 @@ class VerifyStage(Stage):
     # -- drivers ----------------------------------------------------------------------
 
     def wrap(self, call: Call, call_next: Next) -> Any:
-        try:
-            return call_next(call)
-        except Exception as exc:
-            if not ambiguous(exc, call):
-                raise
-            first = exc
+        first: Exception | None = orphan(call)
+        if first is None:
+            try:
+                return call_next(call)
+            except Exception as exc:
+                if not ambiguous(exc, call):
+                    raise
+                first = exc
         found = self._lookup(call)
         action = settle(found, first)
         if action == "raise":
@@ -149,12 +166,14 @@ class VerifyStage(Stage):
         return self._awrap(call, call_next)
 
     async def _awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        try:
-            return await call_next(call)
-        except Exception as exc:
-            if not ambiguous(exc, call):
-                raise
-            first = exc
+        first: Exception | None = orphan(call)
+        if first is None:
+            try:
+                return await call_next(call)
+            except Exception as exc:
+                if not ambiguous(exc, call):
+                    raise
+                first = exc
         found = await self._alookup(call)
         action = settle(found, first)
         if action == "raise":

@@ -1,4 +1,5 @@
-"""The backend for an adapter's ``store=``: in-process, a LangGraph store, or Postgres."""
+"""The backend for an adapter's ``store=``: in-process, a LangGraph store, Postgres or
+SQLite; and the backend in a checkpointer's own database (for the write journal)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from typing import Any
 from langgraph.store.base import BaseStore
 
 from ..core.errors import UsageError
-from .backend import StateBackend, StoreBackend
+from .backend import MemoryBackend, StateBackend, StoreBackend
+
+
+def _sqlite_file(store_or_saver: Any) -> str | None:
+    """The database file of a LangGraph SQLite store or saver (`None`: not one, or in memory)."""
+    module = type(store_or_saver).__module__
+    if not module.startswith(("langgraph.store.sqlite", "langgraph.checkpoint.sqlite")):
+        return None
+    from .sqlite import database_file
+
+    return database_file(getattr(store_or_saver, "conn", None))
 
 
 def as_backend(store: Any, *, clock: Callable[[], float] = time.time) -> StateBackend | None:
@@ -18,6 +29,11 @@ def as_backend(store: Any, *, clock: Callable[[], float] = time.time) -> StateBa
         return store
     if not isinstance(store, BaseStore):
         raise UsageError("store must be a langgraph BaseStore (or a StateBackend)")
+    path = _sqlite_file(store)
+    if path is not None:
+        from .sqlite import SqliteBackend
+
+        return SqliteBackend(path, clock=clock)
     try:
         from .postgres import PostgresBackend, is_postgres_store
     except ImportError:  # langgraph-checkpoint-postgres is not installed
@@ -25,3 +41,31 @@ def as_backend(store: Any, *, clock: Callable[[], float] = time.time) -> StateBa
     if is_postgres_store(store):
         return PostgresBackend(store, clock=clock)
     return StoreBackend(store, clock=clock)
+
+
+def is_durable(backend: StateBackend) -> bool:
+    """Whether what `backend` keeps outlives this process (a database, not memory)."""
+    if isinstance(backend, MemoryBackend):
+        return False
+    if isinstance(backend, StoreBackend):
+        from langgraph.store.memory import InMemoryStore
+
+        return not isinstance(backend.store, InMemoryStore)
+    return bool(getattr(backend, "durable", True))
+
+
+def checkpointer_backend(saver: Any) -> StateBackend | None:
+    """A backend in the database of checkpointer `saver`, when it has one we can reach
+    synchronously (``SqliteSaver``, ``PostgresSaver``); `None` otherwise."""
+    path = _sqlite_file(saver)
+    if path is not None:
+        from .sqlite import SqliteBackend
+
+        return SqliteBackend(path)
+    if type(saver).__name__ == "PostgresSaver":
+        try:
+            from .postgres import PostgresBackend
+        except ImportError:  # pragma: no cover - the saver comes with the package
+            return None
+        return PostgresBackend(saver)
+    return None

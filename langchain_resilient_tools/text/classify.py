@@ -25,13 +25,16 @@ from ..core.errors import (
     InvalidArguments,
     LowQualityResult,
     MalformedCall,
+    OrphanedWrite,
     OutcomeStillUnknown,
+    Recorded,
     SessionUnavailable,
     StateUnavailable,
     ThreadsExhausted,
     ToolErrorType,
     ToolRaised,
     UnknownTool,
+    WriteInFlight,
 )
 from ..core.hints import is_rate_limited, retry_after, status_code
 from ..core.idempotency import scrub
@@ -332,6 +335,22 @@ def _classify(exc: BaseException, call: Call) -> Failure:
         return Failure(
             ToolErrorType.INTERNAL_ERROR, text.format(tool=name), m.SESSION_HINT, False, cause=exc
         )
+    if isinstance(exc, Recorded):
+        return _recorded(exc.failure)
+    if isinstance(exc, OrphanedWrite):
+        return Failure(
+            ToolErrorType.UNKNOWN_OUTCOME,
+            m.ORPHANED_WRITE.format(tool=name, age=m.age_text(exc.seconds_ago)),
+            m.UNKNOWN_OUTCOME_HINT,
+            False,
+        )
+    if isinstance(exc, WriteInFlight):
+        return Failure(
+            ToolErrorType.UNKNOWN_OUTCOME,
+            m.WRITE_IN_FLIGHT.format(tool=name),
+            m.UNKNOWN_OUTCOME_HINT,
+            False,
+        )
     if isinstance(exc, OutcomeStillUnknown):
         return Failure(
             ToolErrorType.UNKNOWN_OUTCOME,
@@ -373,6 +392,22 @@ def _classify(exc: BaseException, call: Call) -> Failure:
         m.INTERNAL_HINT,
         False,
         cause=exc,
+    )
+
+
+def _recorded(data: Mapping[str, Any]) -> Failure:
+    """The failure a journal receipt kept (`pipeline.journal`), as the model was told it."""
+    try:
+        error = ToolErrorType(data.get("error"))
+    except ValueError:
+        error = ToolErrorType.INTERNAL_ERROR
+    extra = data.get("extra")
+    return Failure(
+        error,
+        str(data.get("message") or ""),
+        str(data.get("suggestion") or ""),
+        bool(data.get("retryable")),
+        dict(extra) if isinstance(extra, Mapping) else {},
     )
 
 

@@ -25,6 +25,24 @@ UNKNOWN_OUTCOME_RERUN = (
     "{tool} ran for this call before and did not confirm the result. The action may or may "
     "not have taken effect, so it was not run again."
 )
+ORPHANED_WRITE = (
+    "{tool} was started for this call {age} ago by a worker that stopped before it "
+    "confirmed the result. The action may or may not have taken effect, so it was not run "
+    "again."
+)
+WRITE_IN_FLIGHT = (
+    "{tool} is still being run for this call by another worker, which has not confirmed "
+    "the result yet. It was not run again."
+)
+JOURNAL_RESENT = (
+    "This call was started before the run was resumed and its worker stopped before it "
+    "confirmed; it was sent again with the same idempotency key, so the service carries it "
+    "out once."
+)
+JOURNAL_REPLAY = (
+    "This call already ran before the run was resumed; this is the answer it gave then. "
+    "It was not run again."
+)
 VERIFIED_NOTICE = (
     "Verified: this call's outcome was unknown ({kind}), and a lookup found that it took "
     "effect. This is its result."

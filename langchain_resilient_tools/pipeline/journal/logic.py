@@ -1,0 +1,126 @@
+"""Journal decisions: the entries' shapes and what an entry found before a write means.
+No I/O here.
+
+An entry is a plain dict kept under the call's idempotency key (thread, tool, tool call
+id: `core.idempotency.key_for`), in the namespace `NS_JOURNAL`:
+
+- an **intent**, written (claimed) before the write runs: the tool, a digest of the
+  arguments (never the values), when it started, its `owner` (`runtime.owner.me`) and
+  the lease that owner renews while the write runs;
+- a **receipt**, written when the call answers: how it ended and the answer the model
+  got (text capped like any kept result, or the error envelope's fields).
+
+`judge` reads an entry found in place of a fresh claim.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
+
+from ...core.key import canonical
+from ...runtime.owner import alive
+from ...text.classify import Failure
+from ...text.envelope import _content_of
+from ...text.truncate import truncate
+
+NS_JOURNAL = "journal"
+"""Namespace of journal entries on a backend."""
+RECEIPT_CHARS = 8000
+"""Cap on an answer kept in a receipt (unless `max_result_chars` is lower)."""
+
+
+class Verdict(enum.Enum):
+    """What an entry found before a write means."""
+
+    NEW = "new"
+    """Nothing (or nothing readable) is there: the write may be claimed."""
+    RECEIPT = "receipt"
+    """The call answered before: answer from the receipt, run nothing."""
+    RUNNING = "running"
+    """Its owner is alive and holds its lease: wait for the receipt."""
+    ORPHANED = "orphaned"
+    """Its owner is gone (or its lease ran out) before a receipt: the outcome is unknown."""
+
+
+def args_digest(args: Mapping[str, Any]) -> str:
+    text = json.dumps(canonical(dict(args)), sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def intent(
+    tool: str, args: Mapping[str, Any], *, owner: Mapping[str, Any], now: float, lease: float
+) -> dict[str, Any]:
+    """The intent of a write about to run."""
+    return {
+        "kind": "intent",
+        "tool": tool,
+        "args": args_digest(args),
+        "started": now,
+        "owner": dict(owner),
+        "lease_until": now + lease,
+    }
+
+
+def renewed(entry: Mapping[str, Any], *, now: float, lease: float) -> dict[str, Any]:
+    return {**entry, "lease_until": now + lease}
+
+
+def abandoned(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An intent whose call was cut short in a live worker (cancelled): orphaned now."""
+    return {**entry, "lease_until": 0.0}
+
+
+def receipt(
+    entry: Mapping[str, Any], *, now: float, value: Any = None, failure: Failure | None = None,
+    cap: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The receipt of a write that answered: its value as text, or its failure."""
+    done = {k: v for k, v in entry.items() if k not in ("owner", "lease_until")}
+    done.update(kind="receipt", ended=now)
+    if failure is not None:
+        done["outcome"] = "error"
+        done["failure"] = {
+            "error": failure.error.value,
+            "message": failure.message,
+            "suggestion": failure.suggestion,
+            "retryable": failure.retryable,
+            "extra": {k: v for k, v in failure.extra.items() if _plain(v)},
+        }
+        return done
+    done["outcome"] = "success"
+    if isinstance(value, Command):
+        done["content"] = None  # a state update cannot be given again
+        return done
+    content = value.content if isinstance(value, ToolMessage) else _content_of(value)
+    done["content"] = truncate(content, min(cap or RECEIPT_CHARS, RECEIPT_CHARS))
+    return done
+
+
+def _plain(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def judge(entry: Any, now: float) -> Verdict:
+    """What `entry` (found under the call's key) means at wall time `now`."""
+    if not isinstance(entry, Mapping):
+        return Verdict.NEW
+    if entry.get("kind") == "receipt":
+        return Verdict.RECEIPT
+    if entry.get("kind") != "intent":
+        return Verdict.NEW
+    owner = entry.get("owner")
+    lease_until = float(entry.get("lease_until") or 0.0)
+    if alive(owner if isinstance(owner, Mapping) else None, lease_until, now):
+        return Verdict.RUNNING
+    return Verdict.ORPHANED

@@ -1,0 +1,302 @@
+"""The write journal: a worker that dies mid-write never makes the write run again silently.
+
+Writes only (`applies`), with a journal backend (`where.journal_backend`). Before the
+write runs, its intent is claimed under the call's idempotency key (one round trip);
+while it runs, its lease is renewed (`runtime.lease`, only for writes that outlast a
+third of the lease); when it answers, the receipt is written (one round trip). A call
+whose key already has an entry is decided by `logic.judge`:
+
+- **receipt**: answered from it; nothing runs (``served_by="journal"``, marked so);
+- **running** (its worker is alive and holds its lease, e.g. another replica): the
+  receipt is waited for within the call's deadline; if none comes, ``unknown_outcome``
+  (`WriteInFlight`), never a second run;
+- **orphaned** (its worker is gone, or its lease ran out): the outcome is unknown. With
+  `ToolPolicy.verify` the verify stage looks it up before anything runs (found: its
+  answer; not found: run once more, same key); without it, `OrphanedWrite`
+  (``unknown_outcome``; ``on_unknown_outcome="interrupt"`` then asks a person). A keyed
+  write (``idempotency_key``) is sent again with the same key, which is what the key is
+  for: the service carries it out once.
+
+A journal store that fails follows ``on_backend_error``: ``"closed"`` does not run a
+write whose intent cannot be recorded; ``"open"`` runs it unjournaled (logged). A
+receipt that cannot be written leaves the intent, which a later reader will find
+orphaned (its outcome unknown: true). LangGraph control flow raised through the write (an
+interrupt inside the tool) removes the intent: the tool is meant to run again on resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import math
+import os
+import threading
+from typing import Any
+
+from langgraph.errors import GraphBubbleUp
+
+from ...core import testing
+from ...core.call import Call
+from ...core.errors import OrphanedWrite, Recorded, WriteInFlight
+from ...core.idempotency import key_for
+from ...core.policy import ResolvedPolicy
+from ...runtime import deadline as _deadline
+from ...runtime.lease import keeper
+from ...runtime.owner import me
+from ...state.backend import BackendError, MemoryBackend, StateBackend
+from ...text import messages as m
+from ...text.classify import classify
+from ..shared import fail, off_loop
+from ..stage import AsyncNext, Next, Stage
+from ..verify import ORPHAN
+from . import logic
+from .logic import NS_JOURNAL, Verdict
+from .where import journal_backend
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.1
+"""Seconds between two reads of a write another live worker is running."""
+
+_running: dict[str, concurrent.futures.Future[None]] = {}
+"""Journal keys this process is running a write for, resolved when its receipt is written
+(a re-run of the same call in this process, e.g. a resume while the first run still goes
+on, waits for it instead of reading the store again and again)."""
+_running_lock = threading.Lock()
+
+
+def _started_here(key: str) -> concurrent.futures.Future[None]:
+    with _running_lock:
+        done = _running[key] = concurrent.futures.Future()
+    return done
+
+
+def _finished_here(key: str, done: concurrent.futures.Future[None]) -> None:
+    with _running_lock:
+        if _running.get(key) is done:
+            del _running[key]
+    done.set_result(None)
+
+
+def _running_here(key: str, found: Any) -> concurrent.futures.Future[None] | None:
+    """The in-process run of `key`, when the live owner of `found` is this process."""
+    owner = found.get("owner") if isinstance(found, dict) else None
+    if not isinstance(owner, dict) or owner.get("pid") != os.getpid():
+        return None
+    with _running_lock:
+        return _running.get(key)
+
+
+def is_write(resolved: ResolvedPolicy) -> bool:
+    """Writes by our rules: not idempotent, or idempotent only through a key."""
+    return not resolved.idempotent or resolved.policy.idempotency_key is not False
+
+
+class _Entry:
+    """One call's journal session: its backend, key and intent."""
+
+    __slots__ = ("backend", "call", "intent", "key", "lease", "ttl")
+
+    def __init__(self, call: Call, backend: StateBackend) -> None:
+        policy = call.resolved.policy
+        self.call, self.backend = call, backend
+        # A run a person chose is journaled apart from the first (which stays answered).
+        rerun = ":rerun" if call.resolved.rerun else ""
+        self.key = f"{call.name}:{key_for(call)}{rerun}"
+        self.lease, self.ttl = policy.journal_lease_s, policy.journal_ttl_s
+        self.intent = logic.intent(
+            call.name, call.args, owner=me(), now=backend.clock(), lease=self.lease
+        )
+
+    # -- store operations (one round trip each) ------------------------------------------
+
+    def claim(self) -> bool:
+        return self.backend.claim(NS_JOURNAL, self.key, self.intent, ttl=self.ttl)
+
+    def read(self) -> Any:
+        return self.backend.get(NS_JOURNAL, self.key)
+
+    def take_over(self) -> None:
+        """Own an orphaned intent (the call goes on here: verify, or an answer)."""
+        self.backend.put(NS_JOURNAL, self.key, self.intent, ttl=self.ttl)
+
+    def renew(self) -> None:
+        now = self.backend.clock()
+        self.intent = logic.renewed(self.intent, now=now, lease=self.lease)
+        self.backend.put(NS_JOURNAL, self.key, self.intent, ttl=self.ttl)
+
+    def write_receipt(self, value: Any = None, exc: Exception | None = None) -> None:
+        failure = None if exc is None else classify(exc, self.call)
+        cap = self.call.resolved.policy.max_result_chars
+        entry = logic.receipt(
+            self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
+        )
+        try:
+            self.backend.put(NS_JOURNAL, self.key, entry, ttl=self.ttl)
+        except BackendError:
+            log.warning("journal: the receipt of %s was not written", self.call.name)
+
+    def abandon(self) -> None:
+        try:
+            self.backend.put(NS_JOURNAL, self.key, logic.abandoned(self.intent), ttl=self.ttl)
+        except BackendError:
+            log.warning("journal: %s was cut short and not marked", self.call.name)
+
+    def forget(self) -> None:
+        try:
+            self.backend.delete(NS_JOURNAL, self.key)
+        except BackendError:
+            log.warning("journal: the intent of %s was not removed", self.call.name)
+
+    # -- decisions -----------------------------------------------------------------------
+
+    def begin(self) -> tuple[Verdict, Any]:
+        """Claim the key, or read what is there: (verdict, entry found)."""
+        if self.claim():
+            return Verdict.NEW, None
+        found = self.read()
+        verdict = logic.judge(found, self.backend.clock())
+        if verdict is Verdict.NEW:  # gone or unreadable since: claim it over
+            self.take_over()
+        return verdict, found
+
+    def polls(self) -> int:
+        """How many more reads a wait for another worker's receipt may take."""
+        left = _deadline.remaining(self.call)
+        bound = 3 * self.lease if left is None else max(0.0, left)
+        return math.ceil(bound / POLL_S)
+
+    def answer(self, verdict: Verdict, found: Any) -> tuple[bool, Any]:
+        """(True, answer) when the journal answers the call; (False, None) to run it."""
+        call = self.call
+        if verdict is Verdict.RECEIPT:
+            call.record.served_by = "journal"
+            if found.get("outcome") == "error":
+                raise Recorded(found.get("failure") or {})
+            call.record.notices.append(m.JOURNAL_REPLAY)
+            return True, found.get("content") or ""
+        if verdict is Verdict.ORPHANED:
+            self.take_over()
+            ago = max(0.0, self.backend.clock() - float(found.get("started") or 0.0))
+            if call.resolved.policy.idempotency_key is not False:
+                call.record.notices.append(m.JOURNAL_RESENT)  # the service knows the key
+                return False, None
+            if call.resolved.policy.verify is None:
+                raise OrphanedWrite(seconds_ago=ago)
+            call.extras[ORPHAN] = ago  # the verify stage looks it up first
+        if verdict is Verdict.RUNNING:
+            raise WriteInFlight()
+        return False, None
+
+
+_ANSWERED, _WAIT, _RUN = "answered", "wait", "run"
+"""What `JournalStage._open` found to do."""
+
+
+class JournalStage(Stage):
+    name = "journal"
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        return resolved.policy.journal and is_write(resolved)
+
+    def _open(self, call: Call, backend: StateBackend) -> tuple[_Entry | None, Any, Any]:
+        """The call's journal session and (`_ANSWERED`, answer), (`_WAIT`, the in-process
+        run to wait for) or (`_RUN`, None) (store I/O: off the event loop when async)."""
+        entry = _Entry(call, backend)
+        try:
+            verdict, found = entry.begin()
+            here = _running_here(entry.key, found) if verdict is Verdict.RUNNING else None
+            if here is not None:
+                return entry, _WAIT, here
+            for _ in range(entry.polls() if verdict is Verdict.RUNNING else 0):
+                testing.sleep(POLL_S)
+                found = entry.read()
+                verdict = logic.judge(found, backend.clock())
+                if verdict is not Verdict.RUNNING:
+                    if verdict is Verdict.NEW:
+                        entry.take_over()
+                    break
+            answered, value = entry.answer(verdict, found)
+        except BackendError as exc:
+            fail(call, exc, "journal")  # "closed": the write is not run
+            return None, _RUN, None
+        except OrphanedWrite as exc:
+            entry.write_receipt(exc=exc)  # a later resume is told the same
+            raise
+        return entry, (_ANSWERED if answered else _RUN), value
+
+    def _reopen_after(self, call: Call, backend: StateBackend) -> tuple[_Entry | None, Any, Any]:
+        """`_open` once the in-process run it waited for has finished (or not in time)."""
+        entry, what, value = self._open(call, backend)
+        if what is _WAIT:
+            raise WriteInFlight()  # still running here past the deadline
+        return entry, what, value
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        backend = journal_backend(self.env, call)
+        if backend is None:
+            return call_next(call)
+        entry, what, value = self._open(call, backend)
+        if what is _WAIT:
+            with contextlib.suppress(concurrent.futures.TimeoutError):
+                value.result(timeout=_deadline.remaining_or_none(call))
+            entry, what, value = self._reopen_after(call, backend)
+        if what is _ANSWERED or entry is None:
+            return value if what is _ANSWERED else call_next(call)
+        done = _started_here(entry.key)
+        handle = keeper.hold(entry.renew, entry.lease / 3)
+        try:
+            value = call_next(call)
+        except GraphBubbleUp:
+            entry.forget()
+            _finished_here(entry.key, done)
+            raise
+        except Exception as exc:
+            entry.write_receipt(exc=exc)
+            _finished_here(entry.key, done)
+            raise
+        except BaseException:
+            entry.abandon()
+            _finished_here(entry.key, done)
+            raise
+        finally:
+            keeper.release(handle)
+        entry.write_receipt(value)
+        _finished_here(entry.key, done)
+        return value
+
+    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
+        backend = journal_backend(self.env, call)
+        if backend is None:
+            return await call_next(call)
+        remote = not isinstance(backend, MemoryBackend)  # a database: off the event loop
+        entry, what, value = await off_loop(remote, self._open, call, backend)
+        if what is _WAIT:
+            left = _deadline.remaining_or_none(call)
+            await asyncio.wait({asyncio.wrap_future(value)}, timeout=left)
+            entry, what, value = await off_loop(remote, self._reopen_after, call, backend)
+        if what is _ANSWERED or entry is None:
+            return value if what is _ANSWERED else await call_next(call)
+        done = _started_here(entry.key)
+        handle = keeper.hold(entry.renew, entry.lease / 3)
+        try:
+            value = await call_next(call)
+        except GraphBubbleUp:
+            await off_loop(remote, entry.forget)
+            _finished_here(entry.key, done)
+            raise
+        except Exception as exc:
+            await off_loop(remote, entry.write_receipt, None, exc)
+            _finished_here(entry.key, done)
+            raise
+        except BaseException:
+            entry.abandon()  # cancelled: recorded at once, no further await
+            _finished_here(entry.key, done)
+            raise
+        finally:
+            keeper.release(handle)
+        await off_loop(remote, entry.write_receipt, value)
+        _finished_here(entry.key, done)
+        return value

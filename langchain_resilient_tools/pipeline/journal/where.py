@@ -1,0 +1,91 @@
+"""Where a write's journal is kept: the most durable place the call can reach.
+
+In order: the adapter's ``store=``, the graph's store (``runtime.store``), the database
+of the graph's checkpointer (``SqliteSaver``, ``PostgresSaver``: the journal then lives
+beside the checkpoints it protects, in a table of its own). The first of them that
+outlives the process wins; if none does, the first that exists (an ``InMemoryStore``,
+or this pipeline's memory for an ``InMemorySaver``: both are lost with the process, as
+the checkpoints are, so they protect within one process only). A write in a
+checkpointed graph with nowhere durable to keep its journal (e.g. an async-only
+checkpointer and no store) runs unjournaled, with a one-time warning naming the fix.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from ...core.call import Call
+from ...state.backend import MemoryBackend, StateBackend
+from ...state.choose import as_backend, checkpointer_backend, is_durable
+from ..stage import Env
+
+log = logging.getLogger(__name__)
+
+_CHECKPOINTER = "__pregel_checkpointer"
+_MADE = "journal_backends"
+_MEMORIES: dict[int, tuple[Any, StateBackend]] = {}
+"""The in-process journal of each checkpointer that has no database we can reach."""
+_warned: set[str] = set()
+_lock = threading.Lock()
+
+NO_DURABLE_JOURNAL = (
+    "%s is a write in a graph with a checkpointer (%s) but no durable place for its write "
+    "journal: if this worker dies mid-call, a resume may run it again. Give the graph or "
+    "the adapter a durable store (PostgresStore, SqliteStore), or use SqliteSaver / "
+    "PostgresSaver; ToolPolicy(journal=False) silences this."
+)
+
+
+def _made(env: Env, owner: Any, make: Any) -> StateBackend | None:
+    """One backend per store or saver object (kept with it, so its id stays unique)."""
+    made: dict[int, tuple[Any, StateBackend | None]] = env.resources.setdefault(_MADE, {})
+    with _lock:
+        hit = made.get(id(owner))
+        if hit is None:
+            hit = made[id(owner)] = (owner, make(owner))
+    return hit[1]
+
+
+def checkpointer_of(call: Call) -> Any:
+    return ((call.config or {}).get("configurable") or {}).get(_CHECKPOINTER)
+
+
+def journal_backend(env: Env, call: Call) -> StateBackend | None:
+    """The backend of `call`'s journal, or `None` (no journal: nowhere to keep it)."""
+    candidates: list[StateBackend] = []
+    if env.backend is not None:
+        candidates.append(env.backend)
+    if call.store is not None:
+        store = _made(env, call.store, as_backend)
+        if store is not None:
+            candidates.append(store)
+    saver = checkpointer_of(call)
+    if saver is not None:
+        found = _made(env, saver, checkpointer_backend)
+        if found is not None:
+            candidates.append(found)
+    for backend in candidates:
+        if is_durable(backend):
+            return backend
+    if candidates:
+        return candidates[0]
+    if saver is None:
+        return None  # no checkpointer: nothing can resume this call after a crash
+    if type(saver).__name__ != "InMemorySaver":
+        _warn_once(call, saver)
+    with _lock:  # one per checkpointer, for every adapter of the process that uses it
+        hit = _MEMORIES.get(id(saver))
+        if hit is None or hit[0] is not saver:
+            hit = _MEMORIES[id(saver)] = (saver, MemoryBackend())
+    return hit[1]
+
+
+def _warn_once(call: Call, saver: Any) -> None:
+    key = f"{call.name}:{type(saver).__name__}"
+    with _lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning(NO_DURABLE_JOURNAL, call.name, type(saver).__name__)

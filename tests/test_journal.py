@@ -1,0 +1,380 @@
+"""The write journal through every adapter, sync and async.
+
+What a worker that died left in the journal is written here by hand (an intent whose
+owner is a process that no longer exists, or a receipt), and a fresh graph on the same
+checkpointer database runs the call: the decisions are the ones a resume after a real
+crash meets (tests/test_crash_safety.py kills real worker processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.store.memory import InMemoryStore
+
+from langchain_resilient_tools import ToolPolicy, VerifyInfo
+from langchain_resilient_tools.core.idempotency import derive_key
+from langchain_resilient_tools.pipeline.journal import logic
+from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL, Verdict, judge
+from langchain_resilient_tools.runtime import owner
+from langchain_resilient_tools.state.backend import BackendError, MemoryBackend, StoreBackend
+from langchain_resilient_tools.state.sqlite import SqliteBackend
+from langchain_resilient_tools.testing import tool_call
+from tests.conftest import Harness
+
+THREAD = "t-1"
+
+
+class Outbox:
+    """A mail service: each send is one line, under its idempotency key."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send(self, to: str, key: str) -> str:
+        self.sent.append(key)
+        return f"sent to {to}"
+
+    def lookup(self, info: VerifyInfo) -> str | None:
+        return "sent (found by lookup)" if info.idempotency_key in self.sent else None
+
+
+def send_tool(box: Outbox) -> BaseTool:
+    def send_email(to: str, idempotency_key: Annotated[str, InjectedToolArg]) -> str:
+        """Send an email."""
+        return box.send(to, idempotency_key)
+
+    return StructuredTool.from_function(send_email)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[str]:
+    yield str(tmp_path / "checkpoints.db")
+
+
+@pytest.fixture
+def saver(harness: Harness) -> Iterator[Any]:
+    """Makes SQLite checkpointers on a path: `SqliteSaver`, or `AsyncSqliteSaver` on the
+    async harness's loop (its connections closed when the test ends)."""
+    opened: list[Any] = []
+
+    def make(path: str) -> Any:
+        if harness.mode == "sync":
+            return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        from tests.conftest import _LOOPS
+
+        if harness.loop is None or harness.loop.is_closed():
+            harness.loop = asyncio.new_event_loop()
+            _LOOPS.append(harness.loop)
+        async def made() -> Any:
+            conn = await aiosqlite.connect(path)
+            opened.append(conn)
+            return AsyncSqliteSaver(conn)
+
+        return harness.loop.run_until_complete(made())
+
+    yield make
+    for conn in opened:
+        if harness.loop is not None and not harness.loop.is_closed():
+            harness.loop.run_until_complete(conn.close())
+
+
+def _run(
+    harness: Harness, tools: list[BaseTool], saver: Any, *, policy: ToolPolicy | None = None,
+    call_id: str = "c1", store: Any = None, thread: str = THREAD,
+) -> ToolMessage:  # fmt: skip
+    ai = AIMessage("", tool_calls=[tool_call(tools[0].name, {"to": "ann"}, id=call_id)])
+    graph = harness.build(tools, policy=policy, checkpointer=saver, ai=ai, store=store)
+    payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
+    state = harness.invoke(graph, payload, {"configurable": {"thread_id": thread}})
+    found = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == call_id]
+    assert found
+    return found[-1]  # the answer of this run (an earlier run of the thread left its own)
+
+
+def _key(tool: str = "send_email", call_id: str = "c1", thread: str = THREAD) -> str:
+    return f"{tool}:{derive_key(thread, tool, call_id)}"
+
+
+def _dead_owner() -> dict[str, Any]:
+    """An owner record of a process of this host that has exited."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return {**owner.me(), "pid": pid, "start": "1"}
+
+
+def _entries(path: str) -> dict[str, Any]:
+    backend = SqliteBackend(path)
+    backend.get(NS_JOURNAL, "")  # its table, if nothing made it yet
+    with sqlite3.connect(path) as conn:
+        keys = [r[0] for r in conn.execute("SELECT key FROM lrt_state WHERE ns = ?", (NS_JOURNAL,))]
+    return {k: backend.get(NS_JOURNAL, k) for k in keys}
+
+
+def _envelope(message: ToolMessage) -> dict[str, Any]:
+    assert message.status == "error", message.content
+    data: dict[str, Any] = json.loads(str(message.content))
+    return data
+
+
+# -- pure decisions ------------------------------------------------------------------------
+
+
+def test_judge_reads_each_kind_of_entry() -> None:
+    now = 1000.0
+    mine = logic.intent("send", {"to": "a"}, owner=owner.me(), now=now, lease=10)
+    assert judge(None, now) is Verdict.NEW
+    assert judge({"kind": "other"}, now) is Verdict.NEW
+    assert judge(mine, now + 1) is Verdict.RUNNING
+    assert judge(mine, now + 11) is Verdict.ORPHANED  # its lease ran out
+    assert judge(logic.abandoned(mine), now) is Verdict.ORPHANED
+    assert judge({**mine, "owner": _dead_owner()}, now) is Verdict.ORPHANED  # gone at once
+    elsewhere = {**mine, "owner": {**owner.me(), "host": "other-host", "pid": 1}}
+    assert judge(elsewhere, now + 1) is Verdict.RUNNING  # only its lease can tell
+    assert judge(logic.receipt(mine, now=now, value="ok"), now) is Verdict.RECEIPT
+
+
+def test_a_receipt_keeps_a_digest_of_the_arguments_and_a_capped_answer() -> None:
+    entry = logic.intent("send", {"to": "secret@x"}, owner=owner.me(), now=1.0, lease=10)
+    done = logic.receipt(entry, now=2.0, value="x" * 20000, cap=100)
+    assert "secret@x" not in json.dumps(done)
+    assert done["outcome"] == "success" and len(done["content"]) < 300
+    assert "owner" not in done and "lease_until" not in done
+
+
+# -- through the adapters --------------------------------------------------------------------
+
+
+def test_a_healthy_write_leaves_an_intent_then_a_receipt(harness: Harness, db: str, saver: Any) -> None:
+    box = Outbox()
+    answer = _run(harness, [send_tool(box)], saver(db))
+    assert answer.content == "sent to ann" and box.sent
+    assert "resilience" not in answer.response_metadata  # a healthy call is ToolNode's
+    entry = _entries(db)[_key()]
+    assert entry["kind"] == "receipt" and entry["outcome"] == "success"
+    assert entry["content"] == "sent to ann" and "ann" not in json.dumps(entry["args"])
+
+
+def test_a_call_with_a_receipt_is_answered_from_it(harness: Harness, db: str, saver: Any) -> None:
+    """The worker died after the write answered, before the step's checkpoint."""
+    box = Outbox()
+    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
+    SqliteBackend(db).put(
+        NS_JOURNAL, _key(), logic.receipt(mine, now=2.0, value="sent to ann"), ttl=600
+    )
+    answer = _run(harness, [send_tool(box)], saver(db))
+    assert box.sent == []  # nothing ran
+    assert answer.status == "success" and str(answer.content).endswith("sent to ann")
+    assert "already ran before the run was resumed" in str(answer.content)
+    assert answer.response_metadata["resilience"]["served_by"] == "journal"
+
+
+def test_a_recorded_failure_is_answered_again(harness: Harness, db: str, saver: Any) -> None:
+    box = Outbox()
+    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
+    failure = {"error": "tool_error", "message": "mailbox full", "suggestion": "s", "retryable": False}
+    done = {**logic.receipt(mine, now=2.0, value=""), "outcome": "error", "failure": failure}
+    SqliteBackend(db).put(NS_JOURNAL, _key(), done, ttl=600)
+    body = _envelope(_run(harness, [send_tool(box)], saver(db)))
+    assert box.sent == [] and body["error"] == "tool_error" and body["message"] == "mailbox full"
+
+
+def _orphan(db: str) -> None:
+    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
+    SqliteBackend(db).put(NS_JOURNAL, _key(), mine, ttl=600)
+
+
+def test_an_orphaned_write_is_never_run_silently(harness: Harness, db: str, saver: Any) -> None:
+    """Its worker died between intent and receipt: whether it sent is unknown."""
+    box = Outbox()
+    _orphan(db)
+    body = _envelope(_run(harness, [send_tool(box)], saver(db)))
+    assert box.sent == []
+    assert body["error"] == "unknown_outcome" and "stopped before it confirmed" in body["message"]
+    assert "still running" not in body["message"]
+    assert _entries(db)[_key()]["kind"] == "receipt"  # a later resume is told the same
+    again = _envelope(_run(harness, [send_tool(box)], saver(db)))
+    assert again["error"] == "unknown_outcome" and box.sent == []
+
+
+def test_an_orphaned_write_that_verify_finds_is_answered_with_it(harness: Harness, db: str, saver: Any) -> None:
+    box = Outbox()
+    box.sent.append(derive_key(THREAD, "send_email", "c1"))  # it had been sent
+    _orphan(db)
+    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    assert answer.status == "success" and "sent (found by lookup)" in str(answer.content)
+    assert answer.response_metadata["resilience"]["served_by"] == "verify"
+    assert len(box.sent) == 1
+
+
+def test_an_orphaned_write_that_verify_does_not_find_runs_once(harness: Harness, db: str, saver: Any) -> None:
+    box = Outbox()
+    _orphan(db)
+    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    assert answer.status == "success" and str(answer.content).endswith("sent to ann")
+    assert box.sent == [derive_key(THREAD, "send_email", "c1")]  # once, with the same key
+    assert _entries(db)[_key()]["outcome"] == "success"
+
+
+def test_a_keyed_write_is_sent_again_with_its_key(harness: Harness, db: str, saver: Any) -> None:
+    box = Outbox()
+    _orphan(db)
+    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(idempotency_key=True))
+    assert str(answer.content).endswith("sent to ann")
+    assert "sent again with the same idempotency key" in str(answer.content)
+    assert box.sent == [derive_key(THREAD, "send_email", "c1")]
+
+
+def test_a_write_another_live_worker_runs_is_waited_for(
+    harness: Harness, db: str, saver: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another replica (alive: this very process) runs it; its receipt lands while this
+    call polls for it (the third poll's wait writes it: no real sleep)."""
+    from types import SimpleNamespace
+
+    from langchain_resilient_tools.pipeline.journal import stage
+
+    box = Outbox()
+    backend = SqliteBackend(db)
+    theirs = logic.intent("send_email", {"to": "ann"}, owner=owner.me(), now=backend.clock(), lease=60)
+    backend.put(NS_JOURNAL, _key(), theirs, ttl=600)
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 3:
+            done = logic.receipt(theirs, now=1.0, value="sent to ann")
+            backend.put(NS_JOURNAL, _key(), done, ttl=600)
+
+    monkeypatch.setattr(stage, "testing", SimpleNamespace(sleep=sleep))
+    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=5))
+    assert box.sent == [] and answer.status == "success" and len(waits) == 3
+    assert str(answer.content).endswith("sent to ann")
+
+
+def test_a_write_still_running_elsewhere_past_the_deadline_is_unknown(
+    harness: Harness, db: str, saver: Any
+) -> None:
+    box = Outbox()
+    backend = SqliteBackend(db)
+    theirs = logic.intent("send_email", {"to": "ann"}, owner=owner.me(), now=backend.clock(), lease=60)
+    backend.put(NS_JOURNAL, _key(), theirs, ttl=600)
+    body = _envelope(_run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=0.3)))
+    assert box.sent == [] and body["error"] == "unknown_outcome"
+    assert "still being run" in body["message"]
+    assert _entries(db)[_key()]["kind"] == "intent"  # theirs to finish
+
+
+def test_reads_and_unjournaled_writes_leave_nothing(harness: Harness, db: str, saver: Any) -> None:
+    box = Outbox()
+    _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(journal=False))
+
+    def get_inbox(to: str) -> str:
+        """Read an inbox."""
+        return f"inbox of {to}"
+
+    _run(harness, [StructuredTool.from_function(get_inbox)], saver(db), call_id="r1")
+    assert _entries(db) == {}
+
+
+def test_the_store_is_used_when_durable_else_the_checkpointer(harness: Harness, db: str, saver: Any) -> None:
+    """An InMemoryStore would be lost with the process: the SQLite checkpointer's database
+    keeps the journal instead."""
+    box = Outbox()
+    store = InMemoryStore()
+    _run(harness, [send_tool(box)], saver(db), store=store)
+    assert _key() in _entries(db)
+
+
+def test_an_in_memory_checkpointer_keeps_the_journal_in_memory(harness: Harness) -> None:
+    """A rebuilt graph on the same `InMemorySaver` in the same process (a new node or
+    middleware) finds the receipt: the same call is not sent again."""
+    box = Outbox()
+    saver = InMemorySaver()
+    _run(harness, [send_tool(box)], saver, thread="mem")
+    again = _run(harness, [send_tool(box)], saver, thread="mem")
+    assert len(box.sent) == 1
+    assert again.response_metadata["resilience"]["served_by"] == "journal"
+
+
+class Failing(MemoryBackend):
+    def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
+        raise BackendError("unreachable")
+
+
+def test_a_journal_that_fails_closed_does_not_run_the_write(harness: Harness) -> None:
+    if harness.adapter != "node":
+        pytest.skip("the adapter's store= is the node's here")
+    from langgraph.graph import END, START, StateGraph
+
+    from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
+
+    box = Outbox()
+    for mode, sent in (("closed", 0), ("open", 1)):
+        box.sent.clear()
+        policy = ToolPolicy(on_backend_error=mode, dedup="off")  # type: ignore[arg-type]
+        graph = StateGraph(ResilientToolsState)
+        graph.add_node("tools", ResilientToolNode([send_tool(box)], policy=policy, store=Failing()))
+        graph.add_edge(START, "tools")
+        graph.add_edge("tools", END)
+        app = graph.compile(checkpointer=InMemorySaver())
+        ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c1")])
+        state = harness.invoke(app, {"messages": [ai]}, {"configurable": {"thread_id": mode}})
+        answer = state["messages"][-1]
+        assert len(box.sent) == sent, mode
+        if mode == "closed":
+            assert _envelope(answer)["error"] == "transient_failure"
+
+
+class Counting(StoreBackend):
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self.ops = 0
+
+    def get(self, ns: str, key: str) -> Any:
+        self.ops += ns == NS_JOURNAL
+        return super().get(ns, key)
+
+    def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
+        self.ops += ns == NS_JOURNAL
+        super().put(ns, key, value, ttl=ttl)
+
+    def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
+        self.ops += ns == NS_JOURNAL
+        return super().claim(ns, key, value, ttl=ttl)
+
+
+def test_a_healthy_write_costs_two_journal_round_trips(harness: Harness, db: str, saver: Any) -> None:
+    if harness.adapter != "node":
+        pytest.skip("counted on the node's store=")
+    from langgraph.graph import END, START, StateGraph
+
+    from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
+
+    counting = Counting(InMemoryStore())
+    counting.store.supports_ttl  # noqa: B018 - a real store underneath
+    box = Outbox()
+    graph = StateGraph(ResilientToolsState)
+    graph.add_node("tools", ResilientToolNode([send_tool(box)], store=counting))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    app = graph.compile(checkpointer=InMemorySaver())
+    ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c1")])
+    harness.invoke(app, {"messages": [ai]}, {"configurable": {"thread_id": "x"}})
+    assert counting.ops == 2 and len(box.sent) == 1
