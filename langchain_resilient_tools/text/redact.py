@@ -105,20 +105,23 @@ _CODE_EXT = (
     r"py[cdiwx]?|ipynb|[cm]?[jt]sx?|go|rb|java|kts?|scala|rs|c|cc|cpp|cxx|h|hpp|cs|php|pl|pm"
     r"|lua|swift|exs?|erl|clj|dart|sh"
 )
+_FILE = r"(?:file://)?(?:[A-Za-z]:)?(?:[\w.\-+@%~]*[/\\])*[\w.\-+@%]*\.(?:" + _CODE_EXT + ")"
 _LOC = (  # a source file (a path or a bare name) with a line number; a node: internal
-    r"(?<![\w.\-+@%~/\\])(?:file://)?(?:[A-Za-z]:)?(?:[\w.\-+@%~]*[/\\])*[\w.\-+@%]*"
-    rf"\.(?:{_CODE_EXT})(?:\"?,?\s(?:at\s)?line\s\d+|:\d+(?::\d+)?|\s?\(line\s\d+\))"
-    r"|\bnode:[\w/\-]+:\d+(?::\d+)?"
+    rf"(?<![\w.\-+@%~/\\])(?:\"{_FILE}\",?\sline\s\d+|{_FILE}(?:\"?,?\s(?:at\s)?line\s\d+"
+    r"|:\d+(?::\d+)?|\s?\(line\s\d+\)))|\bnode:[\w/\-]+:\d+(?::\d+)?"
 )
 _CODE_LOC = re.compile(_LOC)
+_LOC_HINT = re.compile(rf"\.(?:{_CODE_EXT})(?:\"?,?\s(?:at\s)?line\s\d|:\d|\s?\(line\s\d)")
 _FRAME = re.compile(  # a stack frame: "at fn (/app/x.js:3:9)", "at a.B.c(B.java:4)", "at x.py:2"
-    rf"\bat (?:(?:new |async )?[\w.$<>\[\]]{{1,120}} ?)?\(\s*(?:{_LOC})\s*\)|\bat (?:{_LOC})"
+    rf"[ \t]*\bat (?:(?:new |async )?[\w.$<>\[\]]{{1,120}} ?)?\(\s*(?:{_LOC})\s*\)"
+    rf"|[ \t]*\bat (?:{_LOC})"
 )
 _CUE = re.compile(  # words that say where a call may go: the paths after them help the model
     r"(?<!not )(?<!n't )\b(?:allowed|permitted|accessible|available|valid|did you mean|one of"
     r"|must be (?:in|under|within|inside|below))\b",
     re.IGNORECASE,
 )
+_CUE_HINTS = ("allow", "permit", "accessible", "available", "valid", "did you", "one of", "must be")
 _CLAUSE_END = re.compile(r"[.;!?](?=\s|$)|\n")
 _VALUE_END = {")": "(", "]": "[", "}": "{", ">": "<"}
 
@@ -195,13 +198,12 @@ def _token_sub(m: re.Match[str]) -> str:
 def _value_end(val: str) -> int:
     """Where an unquoted value ends: before the closing brackets it did not open and a
     final full stop (``(api_key=abc)`` masks ``abc``)."""
+    unmatched = {c: val.count(c) - val.count(o) for c, o in _VALUE_END.items() if c in val}
     n = len(val)
-    while n > 1:
-        c = val[n - 1]
-        if c == "." or (c in _VALUE_END and val.count(c, 0, n) > val.count(_VALUE_END[c], 0, n)):
-            n -= 1
-        else:
-            break
+    while n > 0 and (val[n - 1] == "." or unmatched.get(val[n - 1], 0) > 0):
+        n -= 1
+        if val[n] in unmatched:
+            unmatched[val[n]] -= 1
     return n
 
 
@@ -228,6 +230,8 @@ def _span_at(s: str, i: int, pairs: bool, names: frozenset[str]) -> tuple[int, i
         return k.end(), v.end(), val[0] + _MASK + val[0]
     keep = (v.group("scheme") or "") if "auth" in key.lower() else ""
     end = v.start() + _value_end(val)
+    if end <= v.start() + len(opened) + len(keep):
+        return None  # no value: "password=)"
     return k.end(), end, opened + keep + _MASK  # "Authorization: Bearer ***"
 
 
@@ -252,7 +256,8 @@ def _rewrite(
 
 def _paths_sub(pattern: re.Pattern[str], s: str, paths: Paths) -> str:
     """`s` with the matches of `pattern` (paths) masked, as `paths` says."""
-    if paths is True:
+    low = s.lower()
+    if paths is True or not any(w in low for w in _CUE_HINTS):
         return pattern.sub("<path>", s)
     cues = [m.end() for m in _CUE.finditer(s)]
     if not cues:
@@ -271,8 +276,10 @@ def _paths_sub(pattern: re.Pattern[str], s: str, paths: Paths) -> str:
 
 def _code_sub(s: str) -> str:
     """`s` without stack frames and code locations (always internals, whoever wrote it)."""
+    if "node:" not in s and not _LOC_HINT.search(s):
+        return s
     if "at " in s:
-        s = _FRAME.sub(" ", s)
+        s = _FRAME.sub("", s)
     return _CODE_LOC.sub("<path>", s)
 
 
