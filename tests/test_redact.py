@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import InjectedToolCallId, StructuredTool, ToolException
 
 from langchain_resilient_tools.text.redact import looks_secret_key, mask_value, redact
 
@@ -723,3 +725,96 @@ def test_a_masked_value_keeps_what_closes_it(
     assume(secret not in f"{key} at the gateway")
     out = redact(f"{opened}{key}={secret}{closed} at the gateway", paths="internal")
     assert out == f"{opened}{key}=***{closed} at the gateway"
+
+
+# -- through every adapter: a tool's own error answer, an error text, an exception -----
+
+FAIL_ARGS = {"path": "/srv/data/q3.csv", "password": "hunter2-pw"}
+
+
+def _server_text(path: str, password: str) -> str:
+    """What a server's error says: its tool's name, the model's path, a key, the model's
+    password, its code location and the directories it serves."""
+    return (
+        f"Error executing tool fail_with_secret: backend rejected {path} "
+        f"(api_key={SERVER_SECRET}) for password: {password}\n"
+        "  at /srv/mcp/tools.py line 12. Allowed directories: /srv/data, /tmp/work"
+    )
+
+
+SHOWN_FOR_MODEL = (
+    "Error executing tool fail_with_secret: backend rejected /srv/data/q3.csv (api_key=***) "
+    "for password: ***. Allowed directories: /srv/data, /tmp/work"
+)
+
+
+def _fail_with_secret(how: str) -> Any:
+    """The tool `fail_with_secret`, answering with `_server_text` `how`: with its own
+    ``handle_tool_error``, as a ``ToolMessage(status="error")`` (a text or MCP-like content
+    blocks), as a returned error text, or as a raised ``ToolException``."""
+
+    def raises(path: str, password: str = "") -> str:
+        raise ToolException(_server_text(path, password))
+
+    def answers(
+        path: str, tool_call_id: Annotated[str, InjectedToolCallId], password: str = ""
+    ) -> ToolMessage:
+        text = _server_text(path, password)
+        content: Any = [{"type": "text", "text": text}] if how == "blocks" else text
+        return ToolMessage(content, tool_call_id=tool_call_id, status="error")
+
+    def returns(path: str, password: str = "") -> str:
+        return _server_text(path, password)
+
+    fn = {"handler": raises, "raises": raises, "message": answers, "blocks": answers}.get(
+        how, returns
+    )
+    return StructuredTool.from_function(
+        fn, name="fail_with_secret", description="Fails as a server does.",
+        handle_tool_error=how == "handler",
+    )  # fmt: skip
+
+
+def _text_of(message: Any) -> str:
+    content = message.content
+    if isinstance(content, list):
+        return " ".join(b["text"] if isinstance(b, dict) else str(b) for b in content)
+    return str(content)
+
+
+@pytest.mark.parametrize("how", ["handler", "message", "blocks"])
+def test_a_tools_own_error_answer_loses_internals_not_help(harness: Any, how: str) -> None:
+    from langchain_resilient_tools.testing import tool_call
+
+    result = harness.run(
+        [_fail_with_secret(how)], [tool_call("fail_with_secret", FAIL_ARGS, id="c1")]
+    )
+    message = result["c1"]
+    assert message.status == "error"
+    assert _text_of(message) == SHOWN_FOR_MODEL  # the tool's own words, not an envelope
+    if how == "blocks":  # the tool's blocks stay blocks
+        assert isinstance(message.content, list) and message.content[0]["type"] == "text"
+    assert harness.stats()["fail_with_secret"]["errors_by_type"] == {"tool_error": 1}
+
+
+def test_an_error_text_loses_internals_not_help(harness: Any) -> None:
+    from langchain_resilient_tools.testing import tool_call
+
+    result = harness.run(
+        [_fail_with_secret("text")], [tool_call("fail_with_secret", FAIL_ARGS, id="c1")]
+    )
+    body = json.loads(result["c1"].content)
+    assert body["error"] == "tool_error"
+    assert SHOWN_FOR_MODEL in body["message"]
+
+
+def test_an_exception_loses_every_path_the_model_did_not_send(harness: Any) -> None:
+    from langchain_resilient_tools.testing import tool_call
+
+    result = harness.run(
+        [_fail_with_secret("raises")], [tool_call("fail_with_secret", FAIL_ARGS, id="c1")]
+    )
+    body = json.loads(result["c1"].content)
+    assert body["error"] == "tool_error"
+    shown = SHOWN_FOR_MODEL.replace("/srv/data,", "<path>,").replace("/tmp/work", "<path>")
+    assert shown in body["message"]  # the names are no keys here either
