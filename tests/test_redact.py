@@ -635,6 +635,24 @@ def test_server_text_keeps_the_paths_it_names_as_where_the_call_may_go(
     assert redact(message, paths=False) == message  # a person's note: secrets only
 
 
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "allowed: /tmp/pytest-23/test_read_names_i0/data",
+            "allowed: /tmp/pytest-23/test_read_names_i0/data",
+        ),
+        ("allowed: /home/u/my_project_v2_backup", "allowed: /home/u/my_project_v2_backup"),
+        (
+            "allowed: /srv/data/a8f5f167f44f4964e6c998d/x",
+            "allowed: /srv/data/***/x",
+        ),  # a token in a path
+    ],
+)
+def test_words_with_a_number_in_a_path_are_no_token(message: str, expected: str) -> None:
+    assert redact(message, paths="internal") == expected
+
+
 def test_server_text_keeps_what_the_model_sent() -> None:
     out = redact(
         SERVER_TEXT, paths="internal", keep=["/srv/data/q3.csv"], names=["fail_with_secret"]

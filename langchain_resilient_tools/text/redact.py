@@ -38,6 +38,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Literal, TypeAlias
 
 __all__ = ["Paths", "looks_secret_key", "mask_value", "redact"]
@@ -187,12 +188,21 @@ def _untraced(s: str) -> str:
     return s
 
 
+def _random(part: str) -> bool:
+    """A path segment that reads as a token (``a8f5f167f44f4964``), not as words with a
+    number (``my_project_v2``, ``test_read_i0``): letters and digits alternate often."""
+    flips = sum(
+        a.isdigit() != b.isdigit() for a, b in pairwise(part) if a.isalnum() and b.isalnum()
+    )
+    return flips >= 4 and _mixed(part)
+
+
 def _token_sub(m: re.Match[str]) -> str:
     tok = m.group(0)
     if "/" not in tok:
         return _MASK if _mixed(tok) else tok
     # Slash-separated runs are usually URL/path segments: mask only the random-looking ones.
-    return "/".join(_MASK if len(p) >= 16 and _mixed(p) else p for p in tok.split("/"))
+    return "/".join(_MASK if len(p) >= 16 and _random(p) else p for p in tok.split("/"))
 
 
 def _value_end(val: str) -> int:
