@@ -1,6 +1,7 @@
 """A small real MCP server for tests: ``python tests/mcp_server.py stdio|http PORT``.
 
-Its tools succeed, raise, hang, return ``isError`` results, and put secrets in errors.
+Its tools succeed, raise, hang, return ``isError`` results, and put secrets, code
+locations and tracebacks in errors.
 """
 
 from __future__ import annotations
@@ -34,6 +35,26 @@ def build(port: int = 8000) -> FastMCP:
             content=[TextContent(type="text", text=f"index offline (api_key={SECRET})")],
             isError=True,
         )
+
+    @server.tool()
+    def fail_with_secret(path: str) -> str:
+        """Fails as a server's code does: its error names its code location, a key and
+        the directories it serves (FastMCP reports it as an isError result)."""
+        raise RuntimeError(
+            f"backend rejected {path} (api_key={SECRET}) at /srv/mcp/tools.py line 12. "
+            "Allowed directories: /srv/data, /tmp/work"
+        )
+
+    @server.tool()
+    def read_report(path: str) -> CallToolResult:
+        """Reports an isError result that carries a traceback of the server's own."""
+        text = (
+            "Traceback (most recent call last):\n"
+            '  File "/srv/mcp/reports.py", line 40, in read_report\n'
+            "    return open(path).read()\n"
+            f"FileNotFoundError: {path} not found; available reports are in /srv/data/reports"
+        )
+        return CallToolResult(content=[TextContent(type="text", text=text)], isError=True)
 
     @server.tool()
     async def get_slow(query: str) -> str:

@@ -1,16 +1,18 @@
-"""The MCP reference servers from PyPI, each installed in a virtualenv of its own.
+"""The MCP reference servers from PyPI and npm, each installed in a folder of its own.
 
-They are separate programs, as ``uvx`` runs them: their pins never meet ours (today's
-mcp-server-git needs mcp 2.x, which langchain-mcp-adapters 0.3 does not speak as a
-client library; mcp-server-sqlite breaks on mcp 2.x). Each venv is made once under
-``.venv-mcp-servers/`` (``LRT_MCP_SERVERS_DIR`` moves it) with ``python -m venv`` and
-pip; a server that cannot be installed (no network, no registry) makes its tests skip
+They are separate programs, as ``uvx`` and ``npx`` run them: their pins never meet ours
+(today's mcp-server-git needs mcp 2.x, which langchain-mcp-adapters 0.3 does not speak as
+a client library; mcp-server-sqlite breaks on mcp 2.x). Each is installed once under
+``.venv-mcp-servers/`` (``LRT_MCP_SERVERS_DIR`` moves it): the Python ones in a venv
+made with ``python -m venv`` and pip, the Node ones (the filesystem server) with npm; a
+server that cannot be installed (no network, no registry, no Node) makes its tests skip
 with the reason.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -29,6 +31,11 @@ SERVERS: dict[str, tuple[str, ...]] = {
 }
 """Console script -> the pinned requirements of its own venv (versions that were tested)."""
 
+NPM_SERVERS: dict[str, str] = {
+    "mcp-server-filesystem": "@modelcontextprotocol/server-filesystem@2026.8.31",
+}
+"""Console script -> the pinned npm package of a Node server (a version that was tested)."""
+
 
 def _bin(env: Path, script: str) -> Path:
     return env / ("Scripts" if sys.platform == "win32" else "bin") / script
@@ -36,6 +43,8 @@ def _bin(env: Path, script: str) -> Path:
 
 def install(script: str) -> Path:
     """The path of `script`, installing its server in its own venv first if needed."""
+    if script in NPM_SERVERS:
+        return _install_npm(script)
     env = ROOT / script
     exe = _bin(env, script)
     marker = env / ".lrt-installed"
@@ -51,6 +60,26 @@ def install(script: str) -> Path:
     return exe
 
 
+def _install_npm(script: str) -> Path:
+    """The path of the Node server `script`, installed with npm in its own folder."""
+    folder = ROOT / script
+    exe = folder / "node_modules" / ".bin" / script
+    marker = folder / ".lrt-installed"
+    wanted = NPM_SERVERS[script]
+    if exe.exists() and marker.exists() and marker.read_text() == wanted:
+        return exe
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        raise RuntimeError("Node.js and npm are not installed")
+    folder.mkdir(parents=True, exist_ok=True)
+    args = [npm, "install", "--no-audit", "--no-fund", "--prefix", str(folder), wanted]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or not exe.exists():
+        raise RuntimeError(f"npm install {wanted} failed: {done.stderr[-500:]}")
+    marker.write_text(wanted)
+    return exe
+
+
 def server_or_skip(script: str) -> Path:
     """`install`, or skip the test with the reason it could not be installed."""
     try:
@@ -60,5 +89,5 @@ def server_or_skip(script: str) -> Path:
 
 
 if __name__ == "__main__":  # pre-install: python -m tests.refservers
-    for name in SERVERS:
+    for name in [*SERVERS, *NPM_SERVERS]:
         print(install(name))

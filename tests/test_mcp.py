@@ -133,6 +133,36 @@ def test_http_server_through_every_adapter(harness: Harness, http_tools: list[Ba
     assert rows["get_weather"]["calls"] == 2
 
 
+def text_of(message: ToolMessage) -> str:
+    content = message.content
+    if isinstance(content, list):
+        return " ".join(b["text"] if isinstance(b, dict) else str(b) for b in content)
+    return str(content)
+
+
+def test_server_error_text_loses_internals_not_help(
+    harness: Harness, http_tools: list[BaseTool]
+) -> None:
+    path = "/srv/data/q3.csv"  # the model's own path stays
+    calls = [
+        tool_call("fail_with_secret", {"path": path}, id="raises"),
+        tool_call("read_report", {"path": path}, id="traceback"),
+    ]
+    result = harness.run(http_tools, calls)
+    raised = result["raises"]
+    assert raised.status == "error"
+    # The tool's name is no key ("backend" stays), the key goes and its bracket stays,
+    # the code location goes, the directories the server serves reach the model.
+    assert text_of(raised) == (
+        f"Error executing tool fail_with_secret: backend rejected {path} (api_key=***). "
+        "Allowed directories: /srv/data, /tmp/work"
+    )
+    assert text_of(result["traceback"]) == (
+        f"FileNotFoundError: {path} not found; available reports are in /srv/data/reports"
+    )
+    assert harness.stats()["read_report"]["errors_by_type"] == {"tool_error": 1}
+
+
 def test_transport_failure_is_a_retryable_infrastructure_error(harness: Harness) -> None:
     proc, url = start_http_server()
     try:

@@ -1,7 +1,8 @@
-"""The MCP reference servers from PyPI (git, time, sqlite) over stdio, through every adapter.
+"""The MCP reference servers from PyPI (git, time, sqlite) and npm (filesystem) over stdio,
+through every adapter.
 
-Each server runs from a virtualenv of its own (`tests/refservers.py`), as ``uvx`` would
-run it; its tools are loaded with langchain-mcp-adapters, as users load them. These
+Each server runs from a folder of its own (`tests/refservers.py`), as ``uvx`` or ``npx``
+would run it; its tools are loaded with langchain-mcp-adapters, as users load them. These
 tests skip, saying why, when the servers cannot be installed.
 """
 
@@ -135,3 +136,29 @@ async def test_session_bound_tools_sync_and_async(
 def payload_for(harness: Harness, calls: list[dict[str, Any]]) -> dict[str, Any]:
     ai = AIMessage("", tool_calls=calls)
     return {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
+
+
+def test_filesystem_server_names_its_allowed_directories(harness: Harness, tmp_path: Path) -> None:
+    """What the filesystem server says to help the model fix its call (the directories it
+    may read) reaches the model, as do the paths the model sent."""
+    fs = server_or_skip("mcp-server-filesystem")
+    allowed = (tmp_path / "data").resolve()
+    allowed.mkdir()
+    (allowed / "a.txt").write_text("hello")
+    connection = {"transport": "stdio", "command": str(fs), "args": [str(allowed)]}
+    tools = asyncio.run(MultiServerMCPClient({"fs": connection}).get_tools())
+    missing = str(allowed / "missing.txt")
+    calls = [
+        tool_call("read_text_file", {"path": "/etc/passwd"}, id="outside"),
+        tool_call("read_text_file", {"path": missing}, id="missing"),
+        tool_call("read_text_file", {"path": str(allowed / "a.txt")}, id="ok"),
+        tool_call("list_allowed_directories", {}, id="dirs"),
+    ]
+    result = harness.run(tools, calls)
+    assert answer(result, "outside") == {
+        "error": "tool_error",
+        "message": f"Access denied - path outside allowed directories: /etc/passwd not in {allowed}",
+    }
+    assert missing in answer(result, "missing")["message"]
+    assert result["ok"].status == "success" and "hello" in str(result["ok"].content)
+    assert str(allowed) in str(result["dirs"].content)

@@ -4,12 +4,15 @@ reach the model, while the human-readable part of a message survives."""
 from __future__ import annotations
 
 import json
+import re
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import InjectedToolCallId, StructuredTool, ToolException
 
 from langchain_resilient_tools.text.redact import looks_secret_key, mask_value, redact
 
@@ -493,3 +496,343 @@ def test_expose_error_details_shows_text_not_paths_or_secrets(harness: Any) -> N
     message = json.loads(result["c1"].content)["message"]
     assert "cannot open" in message  # the text of an unexpected error, redacted
     assert "/var/lib" not in message and "sk-live" not in message
+
+
+# -- text a server wrote: names are no keys, values end where they end, internals go ---
+
+SERVER_SECRET = "sk-live-abcdef1234567890abcdef"
+SERVER_TEXT = (
+    "Error executing tool fail_with_secret: backend rejected /srv/data/q3.csv "
+    f"(api_key={SERVER_SECRET}) at /srv/mcp/tools.py line 12. "
+    "Allowed directories: /srv/data, /tmp/work"
+)
+SERVER_SHOWN = (
+    "Error executing tool fail_with_secret: backend rejected /srv/data/q3.csv "
+    "(api_key=***). Allowed directories: /srv/data, /tmp/work"
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "names", "expected"),
+    [
+        (
+            "Error executing tool fail_with_secret: backend rejected",
+            ["fail_with_secret"],
+            "Error executing tool fail_with_secret: backend rejected",
+        ),
+        ("secret_name: must not be empty", ["secret_name"], "secret_name: must not be empty"),
+        (
+            '{"auth_mode": "oauth"} is not supported',
+            ["auth_mode"],
+            '{"auth_mode": "oauth"} is not supported',
+        ),
+        # A name the tool does not use is still a key; a named key's neighbours are not spared.
+        ("fail_with_secret: backend rejected", [], "fail_with_secret: *** rejected"),
+        (
+            "fail_with_secret: backend rejected, password=hunter2",
+            ["fail_with_secret"],
+            "fail_with_secret: backend rejected, password=***",
+        ),
+        ("token a8f5f167f44f4964e6c998dee827110c rejected", ["token"], "token *** rejected"),
+    ],
+)
+def test_names_the_tool_uses_are_not_keys(message: str, names: list[str], expected: str) -> None:
+    assert redact(message, names=names) == expected
+
+
+def test_values_the_model_sent_under_secret_names_are_masked_anywhere() -> None:
+    out = redact("password: hunter2-pw rejected for hunter2-pw", names=["password"],
+                 secrets=["hunter2-pw"])  # fmt: skip
+    assert out == "password: *** rejected for ***"
+    assert redact("pin 12 or 123 wrong", secrets=["12", "123"]) == "pin 12 or *** wrong"
+    assert redact("user bobby rejected", secrets=["bob"]) == "user bobby rejected"  # words only
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (f"(api_key={SERVER_SECRET}) at the gateway", "(api_key=***) at the gateway"),
+        ("[password=hunter2] denied", "[password=***] denied"),
+        ("{token=abc123}", "{token=***}"),
+        ("<secret=s3cr3t>", "<secret=***>"),
+        ("((password=hunter2))", "((password=***))"),
+        ("password=hunter2. Try again", "password=***. Try again"),
+        ("password=a(b) denied", "password=*** denied"),  # a bracket the value opened is its own
+        ("password=ab)cd denied", "password=*** denied"),  # inside the value: masked with it
+        ("password=) denied", "password=) denied"),
+    ],
+)
+def test_masked_value_ends_where_the_value_ends(message: str, expected: str) -> None:
+    assert redact(message) == expected
+
+
+@pytest.mark.parametrize("paths", [True, "internal"])
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("backend failed at /srv/mcp/tools.py line 12", "backend failed"),
+        ("backend failed in /srv/mcp/tools.py:12:4", "backend failed in <path>"),
+        ("backend failed in tools.py:12", "backend failed in <path>"),
+        ('backend failed ("C:\\srv\\tools.py", line 12)', "backend failed (<path>)"),
+        (
+            "boom\n    at read (/app/node_modules/x/index.js:12:3)\n    at node:internal/main:1:2",
+            "boom",
+        ),
+        ("boom at Object.<anonymous> (file:///app/main.mjs:3:9) then", "boom then"),
+        ("NullPointerException at com.acme.Repo.find(Repo.java:42)", "NullPointerException"),
+        ('File "/srv/app/x.py", line 3, in f\n    boom()\nValueError: bad', "ValueError: bad"),
+        # A code location is never a place the call may go.
+        (
+            "allowed directories: /srv/data; see /srv/mcp/tools.py:12",
+            "allowed directories: /srv/data; see <path>",
+        ),
+    ],
+)
+def test_code_locations_and_frames_go(message: str, expected: str, paths: Any) -> None:
+    out = redact(message, paths=paths)
+    if paths is True:  # exception text loses every path
+        expected = expected.replace("/srv/data", "<path>")
+    assert out == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (  # the reference filesystem server
+            "Access denied - path outside allowed directories: /etc/passwd not in /srv/data, /tmp/w",
+            "Access denied - path outside allowed directories: /etc/passwd not in /srv/data, /tmp/w",
+        ),
+        (  # mcp-server-git
+            "Repository path '/x/y' is outside the allowed repository '/tmp/repo'",
+            "Repository path '<path>' is outside the allowed repository '/tmp/repo'",
+        ),
+        ("not found; did you mean /srv/data/q3.csv?", "not found; did you mean /srv/data/q3.csv?"),
+        (
+            "path must be under /srv/data or C:\\data\\in",
+            "path must be under /srv/data or C:\\data\\in",
+        ),
+        ("valid roots are one of: /srv/a, /srv/b", "valid roots are one of: /srv/a, /srv/b"),
+        ("Permitted: file:///srv/data/x.csv", "Permitted: file:///srv/data/x.csv"),
+        # Everything else a server names about itself goes, as in exception text.
+        (
+            "[Errno 2] No such file or directory: '/home/u/.config/app.toml'",
+            "[Errno 2] No such file or directory: '<path>'",
+        ),
+        ("writing /etc/hosts is not allowed: /etc/hosts", "writing <path> is not allowed: <path>"),
+        ("it isn't allowed to read /etc/x/y", "it isn't allowed to read <path>"),
+        (
+            "allowed to run. Config at /etc/app/cfg.yaml broken",
+            "allowed to run. Config at <path> broken",
+        ),
+        ("an invalid config /etc/app/cfg.yaml", "an invalid config <path>"),
+        ("unavailable: /srv/cache/db", "unavailable: <path>"),
+    ],
+)
+def test_server_text_keeps_the_paths_it_names_as_where_the_call_may_go(
+    message: str, expected: str
+) -> None:
+    assert redact(message, paths="internal") == expected
+    assert redact(message, paths=False) == message  # a person's note: secrets only
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (
+            "allowed: /tmp/pytest-23/test_read_names_i0/data",
+            "allowed: /tmp/pytest-23/test_read_names_i0/data",
+        ),
+        ("allowed: /home/u/my_project_v2_backup", "allowed: /home/u/my_project_v2_backup"),
+        (
+            "allowed: /srv/data/a8f5f167f44f4964e6c998d/x",
+            "allowed: /srv/data/***/x",
+        ),  # a token in a path
+    ],
+)
+def test_words_with_a_number_in_a_path_are_no_token(message: str, expected: str) -> None:
+    assert redact(message, paths="internal") == expected
+
+
+def test_server_text_keeps_what_the_model_sent() -> None:
+    out = redact(
+        SERVER_TEXT, paths="internal", keep=["/srv/data/q3.csv"], names=["fail_with_secret"]
+    )
+    assert out == SERVER_SHOWN
+    # Without `keep`, the path the model sent goes too (no "allowed" before it).
+    assert "/srv/data/q3.csv" not in redact(SERVER_TEXT, paths="internal")
+    # As exception text, every host path goes but the model's own.
+    assert redact(SERVER_TEXT, keep=["/srv/data/q3.csv"], names=["fail_with_secret"]) == (
+        SERVER_SHOWN.replace("/srv/data,", "<path>,").replace("/tmp/work", "<path>")
+    )
+
+
+paths_modes = st.sampled_from([True, False, "internal"])
+server_texts = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "allowed directories: ",
+                "not ",
+                "did you mean ",
+                "/srv/data",
+                "/srv/mcp/tools.py",
+                " line 12",
+                ":12",
+                ":3:4",
+                "(",
+                ")",
+                "[",
+                "]",
+                " at ",
+                "x.js",
+                "api_key=",
+                "password=",
+                "fail_with_secret",
+                ": ",
+                ". ",
+                "; ",
+                "\n    ",
+                "C:\\srv\\a.py",
+                "file:///x/y",
+                "node:internal/main:1:2",
+                "Error executing tool ",
+                "hunter2",
+            ]
+        ),
+        st.text(max_size=3),
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(server_texts, paths_modes)
+def test_redaction_is_idempotent_whoever_wrote_the_text(text: str, paths: Any) -> None:
+    rules: dict[str, Any] = {
+        "paths": paths, "names": ["fail_with_secret"], "secrets": ["hunter2"],
+        "keep": ["/srv/data"],
+    }  # fmt: skip
+    once = redact(text, **rules)
+    assert redact(once, **rules) == once
+    assert re.search(r"(?<![A-Za-z0-9_])hunter2(?![A-Za-z0-9_])", once) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["/srv/mcp/tools.py", "tools.py", "C:\\app\\x.js", "/app/dist/index.mjs"]),
+    st.sampled_from([" line 12", ":12", ":12:4", '", line 12']),
+    st.sampled_from(["", "allowed directories: ", "did you mean ", "valid: ", "at "]),
+    paths_modes.filter(lambda p: p is not False),
+)
+def test_a_code_location_never_survives(file: str, line: str, before: str, paths: Any) -> None:
+    out = redact(f"backend failed; {before}{file}{line} (retry)", paths=paths)
+    assert file not in out and "12" not in out
+    assert out.startswith("backend failed;") and out.endswith("(retry)")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["api_key", "password", "token", "client_secret"]),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=6, max_size=30),
+    st.sampled_from([("(", ")"), ("[", "]"), ("{", "}"), ("", "."), ("", "")]),
+)
+def test_a_masked_value_keeps_what_closes_it(
+    key: str, secret: str, brackets: tuple[str, str]
+) -> None:
+    opened, closed = brackets
+    assume(secret not in f"{key} at the gateway")
+    out = redact(f"{opened}{key}={secret}{closed} at the gateway", paths="internal")
+    assert out == f"{opened}{key}=***{closed} at the gateway"
+
+
+# -- through every adapter: a tool's own error answer, an error text, an exception -----
+
+FAIL_ARGS = {"path": "/srv/data/q3.csv", "password": "hunter2-pw"}
+
+
+def _server_text(path: str, password: str) -> str:
+    """What a server's error says: its tool's name, the model's path, a key, the model's
+    password, its code location and the directories it serves."""
+    return (
+        f"Error executing tool fail_with_secret: backend rejected {path} "
+        f"(api_key={SERVER_SECRET}) for password: {password}\n"
+        "  at /srv/mcp/tools.py line 12. Allowed directories: /srv/data, /tmp/work"
+    )
+
+
+SHOWN_FOR_MODEL = (
+    "Error executing tool fail_with_secret: backend rejected /srv/data/q3.csv (api_key=***) "
+    "for password: ***. Allowed directories: /srv/data, /tmp/work"
+)
+
+
+def _fail_with_secret(how: str) -> Any:
+    """The tool `fail_with_secret`, answering with `_server_text` `how`: with its own
+    ``handle_tool_error``, as a ``ToolMessage(status="error")`` (a text or MCP-like content
+    blocks), as a returned error text, or as a raised ``ToolException``."""
+
+    def raises(path: str, password: str = "") -> str:
+        raise ToolException(_server_text(path, password))
+
+    def answers(
+        path: str, tool_call_id: Annotated[str, InjectedToolCallId], password: str = ""
+    ) -> ToolMessage:
+        text = _server_text(path, password)
+        content: Any = [{"type": "text", "text": text}] if how == "blocks" else text
+        return ToolMessage(content, tool_call_id=tool_call_id, status="error")
+
+    def returns(path: str, password: str = "") -> str:
+        return _server_text(path, password)
+
+    fn = {"handler": raises, "raises": raises, "message": answers, "blocks": answers}.get(
+        how, returns
+    )
+    return StructuredTool.from_function(
+        fn, name="fail_with_secret", description="Fails as a server does.",
+        handle_tool_error=how == "handler",
+    )  # fmt: skip
+
+
+def _text_of(message: Any) -> str:
+    content = message.content
+    if isinstance(content, list):
+        return " ".join(b["text"] if isinstance(b, dict) else str(b) for b in content)
+    return str(content)
+
+
+@pytest.mark.parametrize("how", ["handler", "message", "blocks"])
+def test_a_tools_own_error_answer_loses_internals_not_help(harness: Any, how: str) -> None:
+    from langchain_resilient_tools.testing import tool_call
+
+    result = harness.run(
+        [_fail_with_secret(how)], [tool_call("fail_with_secret", FAIL_ARGS, id="c1")]
+    )
+    message = result["c1"]
+    assert message.status == "error"
+    assert _text_of(message) == SHOWN_FOR_MODEL  # the tool's own words, not an envelope
+    if how == "blocks":  # the tool's blocks stay blocks
+        assert isinstance(message.content, list) and message.content[0]["type"] == "text"
+    assert harness.stats()["fail_with_secret"]["errors_by_type"] == {"tool_error": 1}
+
+
+def test_an_error_text_loses_internals_not_help(harness: Any) -> None:
+    from langchain_resilient_tools.testing import tool_call
+
+    result = harness.run(
+        [_fail_with_secret("text")], [tool_call("fail_with_secret", FAIL_ARGS, id="c1")]
+    )
+    body = json.loads(result["c1"].content)
+    assert body["error"] == "tool_error"
+    assert SHOWN_FOR_MODEL in body["message"]
+
+
+def test_an_exception_loses_every_path_the_model_did_not_send(harness: Any) -> None:
+    from langchain_resilient_tools.testing import tool_call
+
+    result = harness.run(
+        [_fail_with_secret("raises")], [tool_call("fail_with_secret", FAIL_ARGS, id="c1")]
+    )
+    body = json.loads(result["c1"].content)
+    assert body["error"] == "tool_error"
+    shown = SHOWN_FOR_MODEL.replace("/srv/data,", "<path>,").replace("/tmp/work", "<path>")
+    assert shown in body["message"]  # the names are no keys here either

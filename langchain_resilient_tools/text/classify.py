@@ -3,6 +3,18 @@
 `classify` maps every exception that leaves the stages (the pipeline's own signals and
 whatever the tool raised) to a `Failure`; `text.envelope` renders it. `is_transient`
 decides, for the default retry policy, which tool exceptions are worth another attempt.
+
+Whose text the model reads decides what `redacted` takes out of it (`text.redact`'s
+docstring states the rule). An exception's text (a ``ToolException``, a ``ValueError``)
+is the tool's internals talking: every host path goes but the ones the model sent. A
+text a server or tool wrote for the model, `ReportedError` (an MCP ``isError`` result,
+an answer that reads as an error report) and `HandledByTool` (the tool's own
+``handle_tool_error`` answer, rendered by `text.envelope` as the tool gave it), loses
+only what is an internal of the server: code locations (a source file with a line
+number), traceback fragments and the host paths it would lose as exception text, but
+not the paths it names as where the call may go (a filesystem server's "allowed
+directories"). Either way secrets go, the paths the model sent stay, and the tool's
+name and argument names are not taken for secret keys.
 """
 
 from __future__ import annotations
@@ -112,7 +124,7 @@ def is_transient(exc: BaseException) -> bool:
 class ReportedError(ToolException):
     """An error the tool reported in its answer (an MCP ``isError`` result, or a text
     that reads as an error report): written by the tool for the model, so its text is
-    shown scrubbed of secrets only."""
+    shown without secrets and the server's internals only (`redacted`)."""
 
 
 class HandledByTool(ReportedError):
@@ -122,7 +134,7 @@ class HandledByTool(ReportedError):
     It fails the call like any `ToolException` (stats, breaker, ``tool_errors``; never
     retried), but the model is shown the tool's own answer, as `ToolNode` shows it: the
     tool's author chose that text (MCP tools report ``isError`` results this way), so it
-    is scrubbed of secrets only."""
+    loses secrets and the server's internals only (`redacted`)."""
 
     def __init__(self, text: str, answer: ToolMessage) -> None:
         super().__init__(text)
@@ -191,22 +203,52 @@ def error_result(value: Any, *, detect_text: bool = True) -> ToolException | Non
     return None if text is None else ReportedError(text)
 
 
+def _strings(args: Any) -> list[tuple[bool, str]]:
+    """The string values of the model's arguments (nested too), each with whether it is
+    held by a secret-looking name (or inside one)."""
+    out: list[tuple[bool, str]] = []
+    stack: list[tuple[bool, str, Any]] = [(False, "", args)]
+    while stack and len(out) < 100:
+        secret, key, value = stack.pop()
+        secret = secret or bool(key and looks_secret_key(key))
+        if isinstance(value, str):
+            out.append((secret, value))
+        elif isinstance(value, dict):
+            stack.extend((secret, str(k), v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((secret, key, v) for v in value)
+    return out
+
+
 def echoed_values(args: Any) -> list[str]:
     """The string values of the model's arguments (nested too), except under
     secret-looking names: an error may repeat them back to the model."""
-    out: list[str] = []
-    stack: list[tuple[str, Any]] = [("", args)]
-    while stack and len(out) < 50:
-        key, value = stack.pop()
-        if key and looks_secret_key(key):
-            continue
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, dict):
-            stack.extend((str(k), v) for k, v in value.items())
-        elif isinstance(value, (list, tuple)):
-            stack.extend((key, v) for v in value)
-    return out
+    return [v for secret, v in _strings(args) if not secret][:50]
+
+
+def redacted(text: str, call: Call, *, limit: int = 300, for_model: bool = False) -> str:
+    """`text`, said about `call`, as the model may see it (`text.redact` states the rule).
+
+    An exception's text loses every path the model did not send; a text a server or tool
+    wrote for the model (`for_model`: an MCP ``isError`` result, the tool's own
+    ``handle_tool_error`` answer, an answer that reads as an error report) loses the
+    server's internals only: code locations, traceback fragments and host paths, but not
+    the paths it names as where the call may go (a filesystem server's allowed
+    directories). Either way the values the model sent stay (what it sent under a
+    secret-looking name is masked wherever it appears), and the tool's name and its
+    argument names are not taken for secrets: the word after one stays.
+    """
+    strings = _strings(call.args)
+    props = m.tool_args_schema(call.tool).get("properties")
+    names = [call.name, *(props if isinstance(props, dict) else ())]
+    return redact(
+        scrub(text, call),
+        limit=limit,
+        keep=[v for secret, v in strings if not secret],
+        paths="internal" if for_model else True,
+        names=names,
+        secrets=[v for secret, v in strings if secret],
+    )
 
 
 def _validation_fields(exc: BaseException, call: Call) -> list[dict[str, Any]]:
@@ -453,11 +495,10 @@ def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Fa
         )
     if isinstance(exc, (ToolException, *_INPUT_ERRORS)) or expose:
         # What the model sent may be echoed back (the path it asked for); what the tool
-        # wrote for the model (MCP isError, an error text) keeps its paths; secrets and
-        # other host paths never pass, expose_error_details or not.
-        paths = not _reported(exc)
-        keep = echoed_values(call.args)
-        text = redact(scrub(str(exc), call), limit=300, keep=keep, paths=paths) or kind
+        # wrote for the model (MCP isError, an error text) keeps the paths it names as
+        # where the call may go; secrets, code locations and other host paths never
+        # pass, expose_error_details or not.
+        text = redacted(str(exc), call, for_model=_reported(exc)) or kind
         message = m.TOOL_ERROR.format(tool=name, text=text)
     else:
         message = m.TOOL_ERROR_OPAQUE.format(tool=name, kind=kind)

@@ -13,7 +13,7 @@ from langgraph.types import Command
 
 from ..core.call import Call
 from . import messages as m
-from .classify import Failure, HandledByTool
+from .classify import Failure, HandledByTool, redacted
 from .redact import redact
 from .truncate import truncate
 
@@ -69,7 +69,7 @@ def failure_message(failure: Failure, call: Call, content: str | None = None) ->
             meta[METADATA_KEY] = call.record.as_dict()
         if own is not None:
             update: dict[str, Any] = {"response_metadata": {**own.response_metadata, **meta}}
-            scrubbed = _scrubbed(own.content)
+            scrubbed = _scrubbed(own.content, call)
             if scrubbed is not own.content:
                 update["content"] = scrubbed
             return own.model_copy(update=update)
@@ -87,26 +87,32 @@ def failure_message(failure: Failure, call: Call, content: str | None = None) ->
     )
 
 
-def _scrub_text(text: str) -> str:
+def _scrub_text(text: str, call: Call | None = None) -> str:
     """`text` as it is, unless redaction finds something to take out (a secret, a
-    traceback, a repr): then the redacted text. Paths stay: the tool wrote this text
-    for the model (e.g. an MCP ``isError`` result naming the path the model sent)."""
-    clean = redact(text, limit=max(len(text), 300), paths=False)
+    traceback, a code location, a host path): then the redacted text. The tool wrote
+    this text for `call`'s model (an MCP ``isError`` result): the paths the model sent
+    and those the text names as where the call may go stay (`classify.redacted`).
+    Without a call (a person's note) only secrets go."""
+    limit = max(len(text), 300)
+    if call is None:
+        clean = redact(text, limit=limit, paths=False)
+    else:
+        clean = redacted(text, call, limit=limit, for_model=True)
     return text if clean == " ".join(text.split()) else clean
 
 
-def _scrubbed(content: str | list[Any]) -> str | list[Any]:
+def _scrubbed(content: str | list[Any], call: Call) -> str | list[Any]:
     """A tool's own error text with secrets and internals taken out (the same object
     when there is nothing to take out)."""
     if isinstance(content, str):
-        clean = _scrub_text(content)
+        clean = _scrub_text(content, call)
         return content if clean == content else clean
     out: list[Any] = []
     for block in content:
         if isinstance(block, str):
-            block = _scrub_text(block)
+            block = _scrub_text(block, call)
         elif isinstance(block, dict) and isinstance(block.get("text"), str):
-            text = _scrub_text(block["text"])
+            text = _scrub_text(block["text"], call)
             block = block if text == block["text"] else {**block, "text": text}
         out.append(block)
     return content if out == content else out
