@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -198,32 +199,57 @@ async def test_concurrent_runs_share_one_breaker_in_the_server_store(
     assert server.calls(thread, "get_exchange_rate") == 0
 
 
-def test_a_clean_restart_keeps_the_breaker_and_the_thread(tmp_path: Path) -> None:
+def test_a_clean_restart_keeps_the_breaker_the_threads_and_a_pending_question(
+    tmp_path: Path,
+) -> None:
+    """Two servers, one after the other, in one folder (the in-memory runtime's files)."""
     app = lgserver.copy_example(tmp_path / "app")
 
     async def turn(
-        server: lgserver.Server, thread: str | None = None
-    ) -> tuple[str, dict[str, Any]]:
+        server: lgserver.Server, thread: str | None = None, *, graph: str = "rates_agent",
+        **run: Any,
+    ) -> tuple[str, dict[str, Any]]:  # fmt: skip
         async with connect(server) as client:
             thread = thread or (await client.threads.create())["thread_id"]
-            await client.runs.wait(thread, "rates_agent", input=human("rates?"))
+            await client.runs.wait(thread, graph, **(run or {"input": human("rates?")}))
             return thread, await client.threads.get_state(thread)
 
     first = lgserver.start(app, jobs=1)
     try:
         thread, _ = asyncio.run(turn(first))
-        _, before = asyncio.run(turn(first, thread))  # the third failure opens it
+        _, before = asyncio.run(turn(first, thread))  # the third failure opens the circuit
+        order, asked = asyncio.run(turn(first, graph="travel", input=human("order tea")))
     finally:
         first.stop()
     assert json.loads(answers(before)["call_rate"]["content"])["error"] == "circuit_open"
     assert first.calls(thread, "get_exchange_rate") == BREAKER_THRESHOLD
+    assert asked["next"] == ["tools"] and first.calls(order, "create_order") == 1
 
     second = lgserver.start(app, jobs=1)
     try:
         _, after = asyncio.run(turn(second, thread))
+        done = {"choice": "done", "result": "order 7 placed"}
+        _, resumed = asyncio.run(turn(second, order, graph="travel", command={"resume": done}))
     finally:
         second.stop()
     kept = before["values"]["messages"]
     assert after["values"]["messages"][: len(kept)] == kept  # the thread survived
     assert json.loads(answers(after)["call_rate"]["content"])["error"] == "circuit_open"
     assert second.calls(thread, "get_exchange_rate") == BREAKER_THRESHOLD  # not called again
+    assert "order 7 placed" in answers(resumed)["call_order"]["content"]  # the question survived
+    assert resumed["next"] == [] and second.calls(order, "create_order") == 1
+
+
+def test_the_readme_example_runs_against_the_server(
+    server: lgserver.Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (lgserver.ROOT / "README.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "langgraph_sdk" in b
+    ]
+    assert "http://127.0.0.1:2024" in block
+    code = block.replace("http://127.0.0.1:2024", server.url)
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
+    printed = capsys.readouterr().out
+    assert "custom {'tool': 'search_flights', 'progress': 'searching Lisbon'}" in printed
+    assert "'error': 'timeout'" in printed and "lost contact with its service" in printed
