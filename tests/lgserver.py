@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "langgraph_server"
+TROUBLE = ("state store failed", "BlockingError", "Synchronous calls to", "Traceback")
+"""Server log lines that mean a call fell back from the server's store, or blocked its loop."""
 READY_TIMEOUT_S = 90.0
 """How long a server may take to answer ``/ok`` (imports on a loaded CI machine)."""
 
@@ -78,6 +80,11 @@ class Server:
             return 0
         lines = path.read_text().splitlines()
         return sum(line == f"{thread_id}\t{tool}" for line in lines)
+
+    def trouble(self) -> list[str]:
+        """The server log's lines that name a `TROUBLE` (none is expected)."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return [line for line in lines if any(word in line for word in TROUBLE)]
 
     def stop(self) -> None:
         """A clean shutdown (SIGTERM: the runtime saves its state), killed if it hangs."""

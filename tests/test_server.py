@@ -40,6 +40,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[lgserver.Server
     running = lgserver.start(app)
     yield running
     running.stop()
+    assert running.trouble() == []  # nothing fell back from the store or blocked the loop
 
 
 def connect(server: lgserver.Server) -> Any:
@@ -179,6 +180,7 @@ async def test_concurrent_runs_share_one_breaker_in_the_server_store(
     runs = await asyncio.gather(*(ask() for _ in range(10)))
     threads = [thread for thread, _ in runs]
     called = sum(server.calls(t, "get_exchange_rate") for t in threads)
+    print(f"the down service got {called} calls from {len(runs)} concurrent runs")
     # Without a shared breaker: 10 x RATE_ATTEMPTS calls. With one, the threshold, plus at
     # most one call in flight per other run when it opened.
     assert BREAKER_THRESHOLD <= called <= BREAKER_THRESHOLD + len(runs) - 1
@@ -232,6 +234,7 @@ def test_a_clean_restart_keeps_the_breaker_the_threads_and_a_pending_question(
         _, resumed = asyncio.run(turn(second, order, graph="travel", command={"resume": done}))
     finally:
         second.stop()
+    assert first.trouble() == []  # both servers wrote to the one log
     kept = before["values"]["messages"]
     assert after["values"]["messages"][: len(kept)] == kept  # the thread survived
     assert json.loads(answers(after)["call_rate"]["content"])["error"] == "circuit_open"
