@@ -3,6 +3,7 @@
 #   demo      the package alone (its demo needs nothing else)
 #   notebook  the package with matplotlib, JupyterLab and the kernel (the `notebook` extra)
 #   test      the package with every development tool (the `dev` extra)
+#   serve     examples/langgraph_server under `langgraph dev` (the `dev` extra has the CLI)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -11,7 +12,7 @@ CORE_STAMP     := $(VENV)/.installed-core
 NOTEBOOK_STAMP := $(VENV)/.installed-notebook
 DEV_STAMP      := $(VENV)/.installed
 
-.PHONY: demo notebook test lint bench clean
+.PHONY: demo notebook test lint bench serve clean
 
 $(VENV_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +38,7 @@ notebook: $(NOTEBOOK_STAMP)
 	$(PY) -m jupyter lab notebooks/quickstart.ipynb
 
 lint: $(DEV_STAMP)
-	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks
+	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks examples
 	$(PY) -m mypy
 
 test: $(DEV_STAMP) lint
@@ -45,6 +46,9 @@ test: $(DEV_STAMP) lint
 
 bench: $(DEV_STAMP)
 	$(PY) -m bench
+
+serve: $(DEV_STAMP)
+	cd examples/langgraph_server && $(CURDIR)/$(PY) -m langgraph_cli dev
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

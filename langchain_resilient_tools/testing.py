@@ -1,7 +1,10 @@
 """Test doubles for agents built on this package: a scripted chat model.
 
 `ScriptedChatModel` plays back a fixed list of `AIMessage`s, one per model call, and
-accepts `bind_tools`, so `create_agent` and hand-built graphs run offline.
+accepts `bind_tools`, so `create_agent` and hand-built graphs run offline. With
+``per_turn=True`` it plays the script from its start on every user turn of every
+conversation, which is what a served graph needs (LangGraph Server runs every thread
+through the one model object the graph was built with).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import ConfigDict, Field, PrivateAttr
@@ -28,6 +31,10 @@ class ScriptedChatModel(BaseChatModel):
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     seen: list[list[BaseMessage]] = Field(default_factory=list)
     """The messages each call was given, in order (for assertions)."""
+    per_turn: bool = False
+    """Pick the reply by the conversation instead of a counter: the number of AI messages
+    after the last human message. Every user turn of every thread then plays the script
+    from its start, however many conversations share the model (a served graph)."""
 
     @property
     def _llm_type(self) -> str:
@@ -47,10 +54,21 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         with self._lock:
             self.seen.append(list(messages))
-            i = min(self._index, len(self.script) - 1)
+            i = _turn_position(messages) if self.per_turn else self._index
+            i = min(i, len(self.script) - 1)
             self._index += 1
         message = self.script[i].model_copy()
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _turn_position(messages: Sequence[BaseMessage]) -> int:
+    """How many AI messages follow the last human message (the script position)."""
+    position = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            break
+        position += isinstance(message, AIMessage)
+    return position
 
 
 def tool_call(name: str, args: dict[str, Any] | None = None, *, id: str) -> dict[str, Any]:

@@ -11,7 +11,11 @@ from langchain_resilient_tools import BreakerPolicy, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.core.policy import AdaptiveTimeout
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
-BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+BLOCKS = [
+    block
+    for block in re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    if "langgraph_sdk" not in block  # a LangGraph server's client: run by tests/test_server.py
+]
 NEEDS_SERVER = "postgresql://"
 """Examples that talk to a database server are exercised by tests/test_backends_postgres."""
 

@@ -1,0 +1,258 @@
+"""The example app (examples/langgraph_server) served by `langgraph dev`, driven by `langgraph-sdk`.
+
+One server for the module (ten jobs at once); the restart test starts its own twice in
+one folder. What reaches a service is counted in the server's call log
+(`tests.lgserver`), since the tools run in another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph_api", reason="langgraph-cli[inmem] (Python 3.11+) is not installed")
+from langgraph_sdk import get_client
+
+from tests import lgserver
+
+SECRET = "hunter2"
+TRIP_CALLS = {
+    "call_search",
+    "call_report",
+    "call_customer",
+    "call_typo",
+    "call_fixable",
+    "call_cut",
+}
+BREAKER_THRESHOLD, RATE_ATTEMPTS = 3, 2
+"""The example's breaker of `get_exchange_rate` and its attempts per call."""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[lgserver.Server]:
+    app = lgserver.copy_example(tmp_path_factory.mktemp("server") / "app")
+    running = lgserver.start(app)
+    yield running
+    running.stop()
+    assert running.trouble() == []  # nothing fell back from the store or blocked the loop
+
+
+def connect(server: lgserver.Server) -> Any:
+    """An SDK client of `server` (no API key: a local server needs none)."""
+    return get_client(url=server.url, api_key=None)
+
+
+def human(text: str) -> dict[str, Any]:
+    return {"messages": [{"type": "human", "content": text}]}
+
+
+def answers(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The tool messages of a thread state, by tool call id (the last answer wins)."""
+    return {m["tool_call_id"]: m for m in state["values"]["messages"] if m["type"] == "tool"}
+
+
+def errors_of(state: dict[str, Any]) -> list[str]:
+    return [record["error"] for record in state["values"].get("tool_errors", [])]
+
+
+@pytest.fixture(scope="module")
+def trip(server: lgserver.Server) -> dict[str, Any]:
+    """One `trip` run of the travel graph, streamed with updates and custom events."""
+
+    async def run() -> dict[str, Any]:
+        async with connect(server) as client:
+            thread = await client.threads.create()
+            chunks = [
+                (chunk.event, chunk.data)
+                async for chunk in client.runs.stream(
+                    thread["thread_id"], "travel", input=human("trip to Lisbon"),
+                    stream_mode=["updates", "custom"],
+                )
+            ]  # fmt: skip
+            state = await client.threads.get_state(thread["thread_id"])
+        return {"thread_id": thread["thread_id"], "chunks": chunks, "state": state}
+
+    return asyncio.run(run())
+
+
+def test_every_call_is_answered_and_tool_errors_are_in_the_thread_state(
+    trip: dict[str, Any], server: lgserver.Server
+) -> None:
+    state = trip["state"]
+    messages = state["values"]["messages"]
+    turn = next(m for m in messages if m["type"] == "ai" and m.get("tool_calls"))
+    asked = {c["id"] for c in turn["tool_calls"]} | {c["id"] for c in turn["invalid_tool_calls"]}
+    assert asked == TRIP_CALLS
+    tool_ids = [m["tool_call_id"] for m in messages if m["type"] == "tool"]
+    assert sorted(tool_ids) == sorted(TRIP_CALLS)  # every call answered, once
+    answered = answers(state)
+    assert json.loads(answered["call_search"]["content"]) == {
+        "flights": [{"to": "Lisbon", "price": 129}]
+    }  # a dropped connection, retried
+    assert answered["call_fixable"]["status"] == "success"  # repaired
+    envelope = {i: json.loads(answered[i]["content"])["error"] for i in TRIP_CALLS - {"call_search", "call_fixable"}}  # fmt: skip
+    assert envelope == {
+        "call_report": "timeout",
+        "call_customer": "tool_error",
+        "call_typo": "unknown_tool",
+        "call_cut": "malformed_call",
+    }
+    assert sorted(errors_of(state)) == sorted(envelope.values())
+    assert SECRET not in json.dumps(messages)
+    assert (messages[-1]["type"], messages[-1]["content"]) == ("ai", "Here is your trip.")
+    assert state["next"] == []
+    assert server.calls(trip["thread_id"], "search_flights") == 4  # each failed once, retried
+    assert server.calls(trip["thread_id"], "lookup_usr") == 0
+
+
+def test_stream_shows_the_tools_custom_events_as_they_happen(trip: dict[str, Any]) -> None:
+    events = [(kind, data) for kind, data in trip["chunks"] if kind in ("custom", "updates")]
+    custom = [data for kind, data in events if kind == "custom"]
+    assert custom.count({"tool": "search_flights", "progress": "searching Lisbon"}) == 2
+    porto = {"tool": "search_flights", "progress": "searching Porto"}
+    assert custom.count(porto) == 2  # the repaired call, retried too
+    nodes = [next(iter(data)) for kind, data in events if kind == "updates"]
+    assert nodes == ["agent", "tools", "agent"]
+    tools_update = next(i for i, (kind, data) in enumerate(events) if "tools" in data)
+    first_custom = next(i for i, (kind, _) in enumerate(events) if kind == "custom")
+    assert first_custom < tools_update  # streamed while the step ran, not after it
+    (update,) = [data["tools"] for kind, data in events if kind == "updates" and "tools" in data]
+    assert {m["tool_call_id"] for m in update["messages"]} == TRIP_CALLS
+
+
+EXPECTED = {
+    "run_again": ("A person reviewed this call", "order ", 2),
+    "done": ("confirmed that it took effect", "order confirmed by phone", 1),
+    "give_up": ('"error": "unknown_outcome"', '"decided_by": "person"', 1),
+}
+
+
+@pytest.mark.parametrize("choice", sorted(EXPECTED))
+async def test_a_person_decides_an_unknown_outcome_over_the_api(
+    server: lgserver.Server, choice: str
+) -> None:
+    async with connect(server) as client:
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.wait(thread, "travel", input=human("order tea"))
+        state = await client.threads.get_state(thread)
+    assert state["next"] == ["tools"]
+    (question,) = state["interrupts"]
+    review = question["value"]
+    assert (review["kind"], review["tool"], review["args"]) == (
+        "unknown_outcome",
+        "create_order",
+        {"item": "tea"},
+    )
+    assert set(review["choices"]) == set(EXPECTED)
+    assert server.calls(thread, "create_order") == 1  # it ran once, and is not run again yet
+
+    resume: dict[str, Any] = {"choice": choice}
+    if choice == "done":
+        resume["result"] = "order confirmed by phone"
+    async with connect(server) as client:
+        await client.runs.wait(thread, "travel", command={"resume": resume})
+        state = await client.threads.get_state(thread)
+    assert state["next"] == [] and not state["interrupts"]
+    note, content, runs = EXPECTED[choice]
+    answer = answers(state)["call_order"]["content"]
+    assert note in answer and content in answer
+    assert server.calls(thread, "create_order") == runs
+    assert state["values"]["messages"][-1]["content"] == "Your order is in."
+
+
+async def test_concurrent_runs_share_one_breaker_in_the_server_store(
+    server: lgserver.Server,
+) -> None:
+    """Ten runs at once, each on its own thread, against the down rates service."""
+
+    async def ask() -> tuple[str, dict[str, Any]]:
+        async with connect(server) as client:
+            thread = (await client.threads.create())["thread_id"]
+            await client.runs.wait(thread, "rates_agent", input=human("rates?"))
+            return thread, await client.threads.get_state(thread)
+
+    runs = await asyncio.gather(*(ask() for _ in range(10)))
+    threads = [thread for thread, _ in runs]
+    called = sum(server.calls(t, "get_exchange_rate") for t in threads)
+    print(f"the down service got {called} calls from {len(runs)} concurrent runs")
+    # Without a shared breaker: 10 x RATE_ATTEMPTS calls. With one, the threshold, plus at
+    # most one call in flight per other run when it opened.
+    assert BREAKER_THRESHOLD <= called <= BREAKER_THRESHOLD + len(runs) - 1
+    kinds = []
+    for _, state in runs:
+        answered = answers(state)
+        assert answered["call_weather"]["content"] == "sunny in Oslo"
+        kinds.append(json.loads(answered["call_rate"]["content"])["error"])
+        assert errors_of(state) == kinds[-1:]
+    assert set(kinds) <= {"transient_failure", "circuit_open"} and "circuit_open" in kinds
+
+    async with connect(server) as client:
+        found = await client.store.search_items(["langchain_resilient_tools", "breaker"])
+    assert [item["key"] for item in found["items"]] == ["get_exchange_rate"]  # one breaker
+
+    thread, state = await ask()  # later runs do not reach the service at all
+    assert json.loads(answers(state)["call_rate"]["content"])["error"] == "circuit_open"
+    assert server.calls(thread, "get_exchange_rate") == 0
+
+
+def test_a_clean_restart_keeps_the_breaker_the_threads_and_a_pending_question(
+    tmp_path: Path,
+) -> None:
+    """Two servers, one after the other, in one folder (the in-memory runtime's files)."""
+    app = lgserver.copy_example(tmp_path / "app")
+
+    async def turn(
+        server: lgserver.Server, thread: str | None = None, *, graph: str = "rates_agent",
+        **run: Any,
+    ) -> tuple[str, dict[str, Any]]:  # fmt: skip
+        async with connect(server) as client:
+            thread = thread or (await client.threads.create())["thread_id"]
+            await client.runs.wait(thread, graph, **(run or {"input": human("rates?")}))
+            return thread, await client.threads.get_state(thread)
+
+    first = lgserver.start(app, jobs=1)
+    try:
+        thread, _ = asyncio.run(turn(first))
+        _, before = asyncio.run(turn(first, thread))  # the third failure opens the circuit
+        order, asked = asyncio.run(turn(first, graph="travel", input=human("order tea")))
+    finally:
+        first.stop()
+    assert json.loads(answers(before)["call_rate"]["content"])["error"] == "circuit_open"
+    assert first.calls(thread, "get_exchange_rate") == BREAKER_THRESHOLD
+    assert asked["next"] == ["tools"] and first.calls(order, "create_order") == 1
+
+    second = lgserver.start(app, jobs=1)
+    try:
+        _, after = asyncio.run(turn(second, thread))
+        done = {"choice": "done", "result": "order 7 placed"}
+        _, resumed = asyncio.run(turn(second, order, graph="travel", command={"resume": done}))
+    finally:
+        second.stop()
+    assert first.trouble() == []  # both servers wrote to the one log
+    kept = before["values"]["messages"]
+    assert after["values"]["messages"][: len(kept)] == kept  # the thread survived
+    assert json.loads(answers(after)["call_rate"]["content"])["error"] == "circuit_open"
+    assert second.calls(thread, "get_exchange_rate") == BREAKER_THRESHOLD  # not called again
+    assert "order 7 placed" in answers(resumed)["call_order"]["content"]  # the question survived
+    assert resumed["next"] == [] and second.calls(order, "create_order") == 1
+
+
+def test_the_readme_example_runs_against_the_server(
+    server: lgserver.Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (lgserver.ROOT / "README.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "langgraph_sdk" in b
+    ]
+    assert "http://127.0.0.1:2024" in block
+    code = block.replace("http://127.0.0.1:2024", server.url)
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
+    printed = capsys.readouterr().out
+    assert "custom {'tool': 'search_flights', 'progress': 'searching Lisbon'}" in printed
+    assert "'error': 'timeout'" in printed and "lost contact with its service" in printed
