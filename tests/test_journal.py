@@ -378,3 +378,71 @@ def test_a_healthy_write_costs_two_journal_round_trips(harness: Harness, db: str
     ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c1")])
     harness.invoke(app, {"messages": [ai]}, {"configurable": {"thread_id": "x"}})
     assert counting.ops == 2 and len(box.sent) == 1
+
+
+# -- a pending dedup entry of a worker that died ---------------------------------------------
+
+
+def _dedup_key(tool: BaseTool, call_id: str = "c1") -> str:
+    from langchain_resilient_tools.core.key import call_key
+    from langchain_resilient_tools.core.policy import PolicyResolver
+    from langchain_resilient_tools.pipeline.dedup.shared import _ledger_key
+    from langchain_resilient_tools.pipeline.driver import Pipeline
+
+    call = Pipeline(PolicyResolver(None)).new_call(
+        call_id=call_id, name=tool.name, args={"to": "ann"}, tool=tool, thread_id=THREAD
+    )
+    return _ledger_key(call, call_key(call))
+
+
+def _dead_pending(store: Any, tool: BaseTool, call_id: str = "c1") -> None:
+    from langchain_resilient_tools.pipeline.dedup.logic import Entry
+
+    entry = Entry("pending", at=1.0, call_id=call_id).persisted(tool.name)
+    data = {**entry, "owner": _dead_owner(), "lease_until": 1e12}
+    StoreBackend(store).put("dedup", _dedup_key(tool, call_id), data, ttl=600)
+
+
+def test_a_dead_workers_pending_write_is_never_called_still_running(harness: Harness) -> None:
+    """A shared store holds the dedup entry and the journal intent of a worker that died
+    mid-write: the resumed call is told the outcome is unknown, never "still running";
+    a second identical call is blocked as unknown, not as in flight."""
+    box = Outbox()
+    tool = send_tool(box)
+    store = InMemoryStore()
+    _dead_pending(store, tool)
+    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
+    StoreBackend(store).put(NS_JOURNAL, _key(), mine, ttl=600)
+    policy = ToolPolicy(state_backend="store")
+    body = _envelope(_run(harness, [tool], InMemorySaver(), store=store, policy=policy))
+    assert box.sent == [] and body["error"] == "unknown_outcome"
+    assert "still" not in body["message"]
+    again = _envelope(_run(harness, [tool], InMemorySaver(), store=store, policy=policy, call_id="c2"))
+    assert box.sent == [] and again["error"] == "duplicate_call"
+    assert "in flight" not in again["message"] and "still running" not in again["message"]
+
+
+def test_a_dead_workers_pending_write_that_verify_does_not_find_runs_once(
+    harness: Harness,
+) -> None:
+    box = Outbox()
+    tool = send_tool(box)
+    store = InMemoryStore()
+    _dead_pending(store, tool)
+    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
+    StoreBackend(store).put(NS_JOURNAL, _key(), mine, ttl=600)
+    policy = ToolPolicy(state_backend="store", verify=box.lookup)
+    answer = _run(harness, [tool], InMemorySaver(), store=store, policy=policy)
+    assert answer.status == "success" and len(box.sent) == 1
+
+
+def test_a_dead_workers_pending_read_runs(harness: Harness) -> None:
+    def get_inbox(to: str) -> str:
+        """Read an inbox."""
+        return f"inbox of {to}"
+
+    tool = StructuredTool.from_function(get_inbox)
+    store = InMemoryStore()
+    _dead_pending(store, tool)
+    answer = _run(harness, [tool], InMemorySaver(), store=store, policy=ToolPolicy(state_backend="store"))
+    assert answer.content == "inbox of ann"

@@ -3,6 +3,13 @@
 The first worker to `claim` the call key runs the call; a repeat anywhere sees the entry
 (``pending`` -> blocked for writes, its result -> reused). A repeat of a read still
 running elsewhere simply runs too.
+
+A ``pending`` entry names its owner and a lease (the call's deadline): an entry whose
+owner is gone (`runtime.owner`: a dead process on this host, or a lease run out) is not
+"still running". For a read it is as if it failed (the read runs); for a write its
+outcome is unknown: a repeat is blocked as ``unknown_outcome``, and the same call run
+again (a resume) is answered ``unknown_outcome``, unless the write journal, which
+decides resumed writes (`pipeline.journal`), let it run (``JOURNALED``).
 """
 
 from __future__ import annotations
@@ -11,9 +18,10 @@ import logging
 from typing import Any, Protocol
 
 from ...core.call import Call
+from ...runtime.owner import alive, me
 from ...state.backend import BackendError, StateBackend
 from ..shared import fail
-from .logic import Action, Entry, decide, effective_mode, scope_of
+from .logic import Action, Entry, Status, decide, effective_mode, scope_of
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +43,42 @@ def _ledger_key(call: Call, key: str) -> str:
     return f"{call.name}:{scope_of(call) or ''}:{key}"
 
 
-def _restore(data: Any) -> Entry | None:
+JOURNALED = "journaled"
+"""``Call.extras`` key the write journal sets on a write it let run (a first run, or a
+resumed one it settled): a dead owner's pending entry of that very call then runs."""
+
+
+def _restore(data: Any, call: Call, now: float) -> Entry | None:
     if not isinstance(data, dict):
         return None
     if data.get("status") == "pending":
-        return Entry(
+        entry = Entry(
             "pending",
             repeats=int(data.get("repeats") or 0),
             at=data.get("at") or 0.0,
             call_id=str(data.get("call_id") or ""),
         )
+        owner = data.get("owner")
+        if not alive(owner if isinstance(owner, dict) else None, float(data.get("lease_until") or 0), now):
+            entry.status = _orphaned(call, entry)
+        return entry
     return Entry.restore(data)
+
+
+def _orphaned(call: Call, entry: Entry) -> Status:
+    """What a pending entry whose owner is gone stands for, to `call`."""
+    if call.idempotent:
+        return "failed"  # a read that never answered: run it
+    if entry.call_id == call.id and call.extras.get(JOURNALED):
+        return "failed"  # the journal settled this very write: let it run
+    return "unknown_outcome"
+
+
+def _pending(call: Call, entry: Entry, now: float) -> dict[str, Any]:
+    """The stored form of this worker's pending entry: with its owner and its lease."""
+    policy = call.resolved.policy
+    lease = policy.call_deadline_s or policy.dedup_ttl
+    return {**entry.persisted(call.name), "owner": me(), "lease_until": now + lease}
 
 
 class _Shared:
@@ -60,10 +93,11 @@ class _Shared:
         """The action; for RUN/WARN the pending entry of this call (now in the store)."""
         call, backend = self.call, self.backend
         mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
-        pending = Entry("pending", at=backend.clock(), call_id=call.id)
-        if backend.claim(NS_DEDUP, self.lkey, pending.persisted(call.name), ttl=self.ttl):
+        now = backend.clock()
+        pending = Entry("pending", at=now, call_id=call.id)
+        if backend.claim(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=self.ttl):
             return Action.RUN, pending
-        entry = _restore(backend.get(NS_DEDUP, self.lkey))
+        entry = _restore(backend.get(NS_DEDUP, self.lkey), call, now)
         action = decide(mode, call.idempotent, entry, call.id)
         if entry is None:  # gone between claim and get: run untracked
             return Action.WAIT, None
@@ -73,7 +107,7 @@ class _Shared:
             return action, entry
         if action in (Action.RUN, Action.WARN):
             pending.repeats = entry.repeats + 1
-            backend.put(NS_DEDUP, self.lkey, pending.persisted(call.name), ttl=self.ttl)
+            backend.put(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=self.ttl)
             return action, pending
         entry.repeats += 1
         if action is not Action.WAIT:

@@ -48,6 +48,7 @@ from ...runtime.owner import me
 from ...state.backend import BackendError, MemoryBackend, StateBackend
 from ...text import messages as m
 from ...text.classify import classify
+from ..dedup.shared import JOURNALED
 from ..shared import fail, off_loop
 from ..stage import AsyncNext, Next, Stage
 from ..verify import ORPHAN
@@ -245,6 +246,7 @@ class JournalStage(Stage):
             entry, what, value = self._reopen_after(call, backend)
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else call_next(call)
+        call.extras[JOURNALED] = True
         done = _started_here(entry.key)
         handle = keeper.hold(entry.renew, entry.lease / 3)
         try:
@@ -279,6 +281,7 @@ class JournalStage(Stage):
             entry, what, value = await off_loop(remote, self._reopen_after, call, backend)
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else await call_next(call)
+        call.extras[JOURNALED] = True
         done = _started_here(entry.key)
         handle = keeper.hold(entry.renew, entry.lease / 3)
         try:
