@@ -96,6 +96,12 @@ async def alist_return(n: int, tool_call_id: Annotated[str, InjectedToolCallId])
 
 
 @tool
+def one_command(n: int, tool_call_id: Annotated[str, InjectedToolCallId]) -> list[Any]:
+    """A list of one Command that carries the terminator (not a text to read as an error)."""
+    return [Command(update={"count": n, "messages": [ToolMessage("one", tool_call_id=tool_call_id)]})]
+
+
+@tool
 def hand_off(target: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
     """A parent-graph goto with Sends."""
     return Command(graph=Command.PARENT, goto=[Send(target, {"from": tool_call_id})])
@@ -370,6 +376,16 @@ def test_list_return_with_nested_terminator(way: Run) -> None:
     assert assert_parity(s, way)[0] == "ok"
 
 
+def test_list_of_one_command(way: Run) -> None:
+    s = Scenario(
+        [one_command],
+        [tool_call("one_command", {"n": 2}, id="c1")],
+        state=CountState,
+        extra_state={"count": 0},
+    )
+    assert assert_parity(s, way)[0] == "ok"
+
+
 def test_parent_goto_commands_combined() -> None:
     s = Scenario(
         [hand_off],
@@ -441,6 +457,18 @@ def test_invalid_command_raises_when_the_handler_does_not_catch_it(
 ) -> None:
     result = assert_parity(_bug_scenario(bug, way, handle_tool_errors=handler), way)
     assert result[:2] == ("raised", "ValueError")
+
+
+@pytest.mark.parametrize("bug", WIRING_BUGS, ids=lambda t: t.name)
+@pytest.mark.parametrize("handle", [True, False, "the tool is broken"], ids=str)
+def test_invalid_command_through_the_wrapper(way: Run, bug: BaseTool, handle: Any) -> None:
+    """A wrapped tool hands its return to the ToolNode around it, which judges it."""
+    from langchain_resilient_tools import ResilientTool
+
+    s = _bug_scenario(bug, way, handle_tool_errors=handle)
+    expected = run_with(ToolNode, s, way)
+    s.tools = [ResilientTool.wrap(bug)]
+    assert run_with(ToolNode, s, way) == expected
 
 
 def _error_answers(result: Any) -> list[ToolMessage]:
