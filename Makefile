@@ -2,17 +2,19 @@
 # Each creates .venv on first use and installs only what it needs:
 #   demo      the package alone (its demo needs nothing else)
 #   notebook  the package with matplotlib, JupyterLab and the kernel (the `notebook` extra)
-#   test      the package with every development tool (the `dev` extra)
+#   test      the package with every development tool (the `dev` extra): lint, then `suite`
+#   suite     the test suite alone, e.g. on another Python in a venv of its own:
+#             `make suite PYTHON=python3.12 VENV=.venv-3.12` (what .ci/run does)
 #   serve     examples/langgraph_server under `langgraph dev` (the `dev` extra has the CLI)
 PYTHON ?= python3
-VENV   := .venv
+VENV   ?= .venv
 PY     := $(VENV)/bin/python
 VENV_STAMP     := $(VENV)/.created
 CORE_STAMP     := $(VENV)/.installed-core
 NOTEBOOK_STAMP := $(VENV)/.installed-notebook
 DEV_STAMP      := $(VENV)/.installed
 
-.PHONY: demo notebook test lint bench serve clean
+.PHONY: demo notebook test suite lint bench serve clean
 
 $(VENV_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +43,10 @@ lint: $(DEV_STAMP)
 	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks examples
 	$(PY) -m mypy
 
-test: $(DEV_STAMP) lint
+suite: $(DEV_STAMP)
 	$(PY) -m pytest -q
+
+test: lint suite
 
 bench: $(DEV_STAMP)
 	$(PY) -m bench
@@ -51,4 +55,4 @@ serve: $(DEV_STAMP)
 	cd examples/langgraph_server && $(CURDIR)/$(PY) -m langgraph_cli dev
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache

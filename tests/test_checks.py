@@ -111,7 +111,6 @@ def test_check_fires_with_each_action(harness: Harness, case: str, action: str) 
         result_checks=[check],
         on_low_quality=action,
         retry=RetryPolicy(max_attempts=3),
-        detect_error_text=case != "error_prefix",  # else "Error: ..." is a tool_error
     )
     result = harness.run(
         [counted("search_web", fn)],
@@ -138,6 +137,77 @@ def test_check_fires_with_each_action(harness: Harness, case: str, action: str) 
         assert "abc123secret" not in message.content
     if harness.adapter != "tool":
         assert [r["error"] for r in result.tool_errors] == ["low_quality_result"]
+
+
+# -- an explicit check wins over the default error-text detection -----------------------
+
+UPSTREAM_ERROR = "Error executing tool lookup: upstream answered 502"
+
+
+def _upstream_error(query: str) -> str:
+    return UPSTREAM_ERROR
+
+
+async def _aupstream_error(query: str) -> str:
+    return UPSTREAM_ERROR
+
+
+def _explicit_check_policy(order: str, action: str) -> ToolPolicy:
+    """Both orders of configuring the check beside the default detection."""
+    if order == "check-first":  # the explicit check first, the detection left implicit
+        return ToolPolicy(
+            result_checks=[error_prefix(), empty_result],
+            on_low_quality=action,
+            idempotent=True,
+            retry=RetryPolicy(max_attempts=3),
+        )
+    return ToolPolicy(  # the detection set explicitly, first; the check last in the list
+        detect_error_text=True,
+        idempotent=True,
+        retry=RetryPolicy(max_attempts=3),
+        on_low_quality=action,
+        result_checks=[empty_result, error_prefix()],
+    )
+
+
+@pytest.mark.parametrize("action", ["retry", "feedback", "rollback"])
+@pytest.mark.parametrize("order", ["check-first", "detection-first"])
+def test_an_explicit_check_wins_over_error_text_detection(
+    harness: Harness, order: str, action: str
+) -> None:
+    tool = counted("lookup", _upstream_error, coroutine=_aupstream_error)
+    result = harness.run(
+        [tool],
+        [tool_call("lookup", {"query": "q"}, id="c1")],
+        policy=_explicit_check_policy(order, action),
+    )
+    assert CALLS["lookup"] == (3 if action == "retry" else 1)
+    if action == "rollback" and harness.adapter != "tool":
+        messages = result.state["messages"]
+        assert not any(isinstance(m, ToolMessage) for m in messages)
+        assert result.state["tool_ledger"]["rollbacks"] == 1
+    else:
+        data = json.loads(str(result["c1"].content))
+        assert data["error"] == "low_quality_result"
+        assert data["attempts"] == (3 if action == "retry" else 1)
+        assert "starts with 'Error executing tool'" in data["message"]
+    if harness.adapter != "tool":
+        assert [r["error"] for r in result.tool_errors] == ["low_quality_result"]
+
+
+def test_error_text_detection_still_answers_what_no_check_flags(harness: Harness) -> None:
+    tool = counted("lookup", _upstream_error, coroutine=_aupstream_error)
+    policy = ToolPolicy(
+        result_checks=[empty_result], on_low_quality="retry", idempotent=True
+    )  # a check that does not fire: the default detection still applies
+    result = harness.run([tool], [tool_call("lookup", {"query": "q"}, id="c1")], policy=policy)
+    data = json.loads(str(result["c1"].content))
+    assert data["error"] == "tool_error"
+    assert "upstream answered 502" in data["message"]
+    assert CALLS["lookup"] == 1  # a reported error is not retried
+    relaxed = ToolPolicy(result_checks=[empty_result], detect_error_text=False)
+    result = harness.run([tool], [tool_call("lookup", {"query": "r"}, id="c2")], policy=relaxed)
+    assert result["c2"].content == UPSTREAM_ERROR and result["c2"].status == "success"
 
 
 def test_retry_never_reruns_a_write(harness: Harness) -> None:

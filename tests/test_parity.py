@@ -11,6 +11,7 @@ when the class name is swapped. Intended differences are tested elsewhere
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -95,6 +96,12 @@ async def alist_return(n: int, tool_call_id: Annotated[str, InjectedToolCallId])
 
 
 @tool
+def one_command(n: int, tool_call_id: Annotated[str, InjectedToolCallId]) -> list[Any]:
+    """A list of one Command that carries the terminator (not a text to read as an error)."""
+    return [Command(update={"count": n, "messages": [ToolMessage("one", tool_call_id=tool_call_id)]})]
+
+
+@tool
 def hand_off(target: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
     """A parent-graph goto with Sends."""
     return Command(graph=Command.PARENT, goto=[Send(target, {"from": tool_call_id})])
@@ -110,6 +117,18 @@ def no_answer(n: int) -> Command[Any]:
 def wrong_id(n: int) -> Command[Any]:
     """A wiring bug: the ToolMessage answers another call."""
     return Command(update={"messages": [ToolMessage("x", tool_call_id="not-this-one")]})
+
+
+@tool
+def no_terminator(n: int) -> list[Any]:
+    """A wiring bug: a list without the ToolMessage that answers its call."""
+    return [Command(update={"foo": "bar"})]
+
+
+@tool
+async def ano_terminator(n: int) -> list[Any]:
+    """The same wiring bug, async."""
+    return [Command(update={"foo": "bar"})]
 
 
 @tool
@@ -357,6 +376,16 @@ def test_list_return_with_nested_terminator(way: Run) -> None:
     assert assert_parity(s, way)[0] == "ok"
 
 
+def test_list_of_one_command(way: Run) -> None:
+    s = Scenario(
+        [one_command],
+        [tool_call("one_command", {"n": 2}, id="c1")],
+        state=CountState,
+        extra_state={"count": 0},
+    )
+    assert assert_parity(s, way)[0] == "ok"
+
+
 def test_parent_goto_commands_combined() -> None:
     s = Scenario(
         [hand_off],
@@ -373,13 +402,97 @@ def test_parent_goto_commands_combined() -> None:
 # -- wiring errors raise ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("bug", [no_answer, wrong_id], ids=lambda t: t.name)
-def test_invalid_command_raises(way: Run, bug: BaseTool) -> None:
-    s = Scenario(
-        [bug], [tool_call(bug.name, {"n": 1}, id="c1")], state=CountState, extra_state={"count": 0}
+WIRING_BUGS = [no_answer, wrong_id, no_terminator, ano_terminator]
+
+
+def _bug_scenario(bug: BaseTool, way: Run, **node_kwargs: Any) -> Scenario:
+    if way.mode == "sync" and bug is ano_terminator:
+        pytest.skip("an async-only tool")
+    return Scenario(
+        [bug],
+        [tool_call(bug.name, {"n": 1}, id="c1")],
+        state=CountState,
+        extra_state={"count": 0},
+        node_kwargs=node_kwargs,
     )
-    result = assert_parity(s, way)
+
+
+@pytest.mark.parametrize("bug", WIRING_BUGS, ids=lambda t: t.name)
+@pytest.mark.parametrize("handle", ["default", False], ids=["default", "false"])
+def test_invalid_command_raises(way: Run, bug: BaseTool, handle: Any) -> None:
+    kwargs = {} if handle == "default" else {"handle_tool_errors": handle}
+    result = assert_parity(_bug_scenario(bug, way, **kwargs), way)
     assert result[:2] == ("raised", "ValueError")
+    if bug in (no_terminator, ano_terminator):
+        assert "0 messages bound to tool_call_id 'c1'" in result[2]
+
+
+def _catch_value_error(e: ValueError) -> str:
+    return f"wiring: {e}"
+
+
+def _catch_key_error(e: KeyError) -> str:
+    return f"missing {e}"
+
+
+@pytest.mark.parametrize("bug", WIRING_BUGS, ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "handler",
+    ["the tool is broken", lambda e: f"handled: {e}", _catch_value_error],
+    ids=["str", "callable", "typed-callable"],
+)
+def test_invalid_command_answered_as_toolnode_answers_it(
+    way: Run, bug: BaseTool, handler: Any
+) -> None:
+    result = assert_parity(_bug_scenario(bug, way, handle_tool_errors=handler), way)
+    assert result[0] == "ok"
+
+
+@pytest.mark.parametrize("bug", WIRING_BUGS, ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "handler", [(KeyError,), _catch_key_error], ids=["tuple", "typed-callable"]
+)
+def test_invalid_command_raises_when_the_handler_does_not_catch_it(
+    way: Run, bug: BaseTool, handler: Any
+) -> None:
+    result = assert_parity(_bug_scenario(bug, way, handle_tool_errors=handler), way)
+    assert result[:2] == ("raised", "ValueError")
+
+
+@pytest.mark.parametrize("bug", WIRING_BUGS, ids=lambda t: t.name)
+@pytest.mark.parametrize("handle", [True, False, "the tool is broken"], ids=str)
+def test_invalid_command_through_the_wrapper(way: Run, bug: BaseTool, handle: Any) -> None:
+    """A wrapped tool hands its return to the ToolNode around it, which judges it."""
+    from langchain_resilient_tools import ResilientTool
+
+    s = _bug_scenario(bug, way, handle_tool_errors=handle)
+    expected = run_with(ToolNode, s, way)
+    s.tools = [ResilientTool.wrap(bug)]
+    assert run_with(ToolNode, s, way) == expected
+
+
+def _error_answers(result: Any) -> list[ToolMessage]:
+    assert result[0] == "ok", result
+    out = result[1]
+    messages = out if isinstance(out, list) else out["messages"]
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+@pytest.mark.parametrize("bug", WIRING_BUGS, ids=lambda t: t.name)
+def test_invalid_command_answered_with_handle_tool_errors_true(way: Run, bug: BaseTool) -> None:
+    """ToolNode answers ``Error: ValueError(...)``; we answer the same error in the
+    envelope (an intended difference: never an exception repr), with its text."""
+    s = _bug_scenario(bug, way, handle_tool_errors=True)
+    (expected,) = _error_answers(run_with(ToolNode, s, way))
+    (actual,) = _error_answers(run_with(ResilientToolNode, s, way))
+    assert (actual.status, actual.tool_call_id, actual.name) == (
+        expected.status, expected.tool_call_id, expected.name,
+    ) == ("error", "c1", bug.name)  # fmt: skip
+    data = json.loads(str(actual.content))
+    assert data["error"] == "tool_error" and data["tool"] == bug.name
+    if bug in (no_terminator, ano_terminator):
+        assert "0 messages bound to tool_call_id" in str(expected.content)
+        assert "0 messages bound to tool_call_id 'c1'" in data["message"]
 
 
 def test_injected_store_without_store_raises(way: Run) -> None:

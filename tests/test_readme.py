@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,6 @@ def test_readme_has_the_commands_and_the_makefile_has_them_too() -> None:
 
 
 def test_readme_lists_every_extra() -> None:
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     pyproject = Path(__file__).parent.parent / "pyproject.toml"
     extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
     for extra in extras:

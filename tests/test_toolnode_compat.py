@@ -271,6 +271,35 @@ def test_handle_tool_errors_keeps_its_meaning(handle: Any, expect: str) -> None:
         assert answer.content == expect
 
 
+@tool
+def forgets_its_answer(x: int) -> list[Any]:
+    """A wiring bug: returns a list without its terminating ToolMessage."""
+    return [Command(update={"foo": "bar"})]
+
+
+@pytest.mark.parametrize("handle", ["default", False, ValueError, True])
+def test_a_list_without_its_tool_message(handle: Any, mode: str) -> None:
+    """Raised by default and with False, as ToolNode raises it; answered (with the
+    envelope, and a ``tool_errors`` record) when the author asks for errors to be handled."""
+    from langchain_resilient_tools import ResilientToolsState
+
+    kwargs = {} if handle == "default" else {"handle_tool_errors": handle}
+    node = ResilientToolNode([forgets_its_answer], **kwargs)
+    ai = AIMessage("", tool_calls=[tool_call("forgets_its_answer", {"x": 1}, id="1")])
+    graph = graph_with(node, ResilientToolsState)
+    if handle in ("default", False):
+        with pytest.raises(ValueError, match="0 messages bound to tool_call_id '1'"):
+            run(graph, {"messages": [ai]}, mode)
+        return
+    out = run(graph, {"messages": [ai]}, mode)
+    answer = out["messages"][-1]
+    assert (answer.status, answer.tool_call_id) == ("error", "1")
+    data = json.loads(answer.content)
+    assert data["error"] == "tool_error"
+    assert "0 messages bound to tool_call_id '1'" in data["message"]
+    assert [r["error"] for r in out["tool_errors"]] == ["tool_error"]
+
+
 def test_handle_tool_errors_callable() -> None:
     def handler(e: RuntimeError) -> str:
         return f"custom: {type(e).__name__}"

@@ -59,13 +59,17 @@ class ResilientToolNode(StepNode):
             dedup ledger and caches are shared by every worker; `None` keeps them
             in-process (see `ToolPolicy.state_backend`).
         handle_tool_errors: As in `ToolNode`, for an exception that came from a tool or
-            from its own argument validation: `True` (default) answers with the error
-            envelope; `False` re-raises it (`ToolInvocationError` for bad arguments); a
-            `str` is the content; an exception type or tuple answers those types and
-            re-raises others; a callable builds the content for the types it annotates.
-            Any setting but `True` leaves argument validation to the tool. Failures the
-            pipeline finds itself (timeouts, an open circuit, duplicates, unknown tools)
-            are always answered with the envelope (see `adapters.node_io`).
+            from its own argument validation: `None` (default) and `True` answer with
+            the error envelope; `False` re-raises it (`ToolInvocationError` for bad
+            arguments); a `str` is the content; an exception type or tuple answers those
+            types and re-raises others; a callable builds the content for the types it
+            annotates. Any setting but `None`/`True` leaves argument validation to the
+            tool. A wiring bug of a tool's return (an invalid `Command`, a list without
+            its terminating `ToolMessage`) raises with `None` and `False`, as ToolNode's
+            default does, and is answered like a tool's error by any setting that
+            catches it (`True`, a `str`, ``ValueError``). Failures the pipeline finds
+            itself (timeouts, an open circuit, duplicates, unknown tools) are always
+            answered with the envelope (see `adapters.node_io`).
         errors_key: State key for error records, written when the state has that key.
         Other keyword arguments are ToolNode's (`name`, `tags`, `messages_key`,
             `wrap_tool_call`, `awrap_tool_call`) and keep their meaning.
@@ -80,7 +84,7 @@ class ResilientToolNode(StepNode):
         patterns: Mapping[str, ToolPolicy] | None = None,
         name: str = "tools",
         tags: list[str] | None = None,
-        handle_tool_errors: HandleToolErrors = True,
+        handle_tool_errors: HandleToolErrors | None = None,
         messages_key: str = "messages",
         wrap_tool_call: ToolCallWrapper | None = None,
         awrap_tool_call: AsyncToolCallWrapper | None = None,
@@ -90,7 +94,8 @@ class ResilientToolNode(StepNode):
     ) -> None:
         self._user_wrap = wrap_tool_call
         self._user_awrap = awrap_tool_call
-        self._handle = handle_tool_errors
+        self._handle = True if handle_tool_errors is None else handle_tool_errors
+        self._handles_wiring = handle_tool_errors is not None  # asked for, not the default
         self._errors_key = errors_key
         self._rollbacks: dict[str, int] = {}  # per thread, when the state has no ledger
         self._errors_dropped = DroppedRecordsWarning()  # said once, when state has no key

@@ -45,6 +45,7 @@ class MessageForms(ToolNode):
     """Input parsing and answers of `ResilientToolNode` (its base; not used alone)."""
 
     _handle: HandleToolErrors
+    _handles_wiring: bool
     _tool_list: list[BaseTool]
 
     # -- input ---------------------------------------------------------------------
@@ -109,10 +110,12 @@ class MessageForms(ToolNode):
         Who gets an error: what the model can act on, and what the world did, is
         answered; what only the graph's author can fix (an invalid `Command`, an
         ``InjectedStore`` tool in a graph without a store) was raised before this point
-        (`for_author`). ``handle_tool_errors`` decides only for an exception that came
-        from the tool (or from its own argument validation, which a tool with
-        ``handle_validation_error`` or a node with ``handle_tool_errors=False`` leaves to
-        the tool): `True` (the default) answers with the envelope; `False` re-raises it;
+        (`for_author`), unless the author's setting catches an invalid return
+        (`_catches`): then it comes here as the tool's error. ``handle_tool_errors``
+        decides only for an exception that came from the tool (or from its own argument
+        validation, which a tool with ``handle_validation_error`` or a node with
+        ``handle_tool_errors=False`` leaves to the tool): `True` (and the default, which
+        is `True` here) answers with the envelope; `False` re-raises it;
         a `str` is the content; an exception type or tuple answers those types and
         re-raises others; a callable builds the content for the types it annotates.
         Failures the pipeline found itself (timeouts, an open circuit, a duplicate, an
@@ -156,4 +159,20 @@ class MessageForms(ToolNode):
         try:
             return super()._normalize_tool_response(response, tool_call, input_type)
         except (ValueError, TypeError) as exc:  # an invalid Command or return type
+            if self._catches(exc):  # the author asked: the tool's error, as in ToolNode
+                raise
             raise for_author(exc) from None
+
+    def _catches(self, exc: Exception) -> bool:
+        """Whether ``handle_tool_errors``, as the author set it, catches `exc` (a wiring
+        bug): `ToolNode` answers one raised while it handles a tool's return (e.g.
+        "0 messages bound to tool_call_id") when its setting catches it; its default,
+        like ours, raises it."""
+        handle = self._handle
+        if not self._handles_wiring or handle is False:
+            return False
+        if handle is True or isinstance(handle, str):
+            return True
+        if isinstance(handle, (type, tuple)):
+            return isinstance(exc, handle)
+        return isinstance(exc, _infer_handled_types(handle))

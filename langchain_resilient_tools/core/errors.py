@@ -39,8 +39,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-class ToolErrorType(str, enum.Enum):
-    """The ``error`` value of the envelope the model sees."""
+class ToolErrorType(enum.StrEnum):
+    """The ``error`` value of the envelope the model sees (``str()`` is the value)."""
 
     INVALID_ARGUMENTS = "invalid_arguments"
     MALFORMED_CALL = "malformed_call"
@@ -54,9 +54,6 @@ class ToolErrorType(str, enum.Enum):
     DUPLICATE_CALL = "duplicate_call"
     LOW_QUALITY_RESULT = "low_quality_result"
     INTERNAL_ERROR = "internal_error"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _FOR_AUTHOR = "_lrt_for_author"

@@ -291,7 +291,8 @@ class ToolPolicy(_Frozen):
     detect_error_text: bool = True
     """Treat an answer whose whole text reads as an error report (``Error: ...``,
     ``Database error: ...``: how the MCP reference servers answer some failures, without
-    ``isError``) as a ``tool_error``. `False`: every returned text is a success."""
+    ``isError``) as a ``tool_error``, after the policy's own `result_checks` (a result
+    they flag gets `on_low_quality`). `False`: every returned text is a success."""
     expose_error_details: bool = False
     """Development aid: include the (redacted) exception text of unexpected errors."""
     verify: Verifier | None = None

@@ -4,6 +4,16 @@ Runs inside the retry stage, so ``on_low_quality="retry"`` re-runs idempotent to
 `pipeline.retry.stage.should_retry`); when the attempts run out, or for ``feedback``, the model
 gets a ``low_quality_result`` envelope. ``rollback`` is carried out by the graph
 adapters (`adapters.rollback`); everywhere else it degrades to that envelope.
+
+What the user configured wins over a default: the policy's own checks judge a result
+first, and only a result none of them flags meets the default error-text detection
+(``detect_error_text``: a text such as ``Error: ...`` is a ``tool_error``). So with
+``result_checks=[error_prefix()]`` and ``on_low_quality="retry"`` an ``Error ...`` text
+is retried, rolled back or answered ``low_quality_result`` as the policy says, whatever
+the order of the checks. Without checks the detection runs at the end of the attempt
+(`pipeline.driver`). An error the tool answered itself (a ``ToolMessage`` with
+``status="error"``, from its own ``handle_tool_error``) is the tool's answer and never
+reaches the checks.
 """
 
 from __future__ import annotations
@@ -18,8 +28,9 @@ from langgraph.types import Command
 
 from ..checks import Check
 from ..core.call import Call
-from ..core.errors import LowQualityResult
+from ..core.errors import LowQualityResult, ToolRaised
 from ..core.policy import ResolvedPolicy
+from ..text.classify import error_result
 from ..text.redact import redact
 from ..text.truncate import text_of
 from .stage import AsyncNext, Next, Stage
@@ -60,15 +71,20 @@ def first_reason(checks: Sequence[Check], value: Any) -> str | None:
 
 
 def judge(call: Call, value: Any) -> None:
-    """Raise `LowQualityResult` when a check of `call`'s policy fires on `value`."""
-    checks = call.resolved.policy.result_checks
-    if not checks or isinstance(value, Command):
+    """Raise `LowQualityResult` when a check of `call`'s policy fires on `value`; else,
+    with ``detect_error_text``, `ToolRaised` when `value` reads as an error report."""
+    policy = call.resolved.policy
+    if not policy.result_checks or isinstance(value, Command):
         return
-    reason = first_reason(checks, value)
+    reason = first_reason(policy.result_checks, value)
     if reason is not None:
         content = value.content if isinstance(value, ToolMessage) else value
         preview = redact(preview_text(content), limit=PREVIEW_CHARS)
         raise LowQualityResult(reason, preview=preview, value=value)
+    if policy.detect_error_text:  # the default, after what the user configured
+        reported = error_result(value)
+        if reported is not None:
+            raise ToolRaised(reported)
 
 
 class ChecksStage(Stage):

@@ -114,8 +114,14 @@ def _raised(exc: Exception) -> Exception:
 
 def _returned(value: Any, call: Call) -> Any:
     """The tool's answer; one that reports an error (e.g. MCP ``isError``, or a text
-    that reads as an error report) fails the call."""
-    reported = error_result(value, detect_text=call.resolved.policy.detect_error_text)
+    that reads as an error report) fails the call.
+
+    A policy with result checks leaves the text detection to the checks stage, after
+    its own checks (`pipeline.checks.judge`): what the user configured wins.
+    """
+    policy = call.resolved.policy
+    detect = policy.detect_error_text and not policy.result_checks
+    reported = error_result(value, detect_text=detect)
     if reported is not None:
         raise ToolRaised(reported)
     return value

@@ -84,7 +84,7 @@ class Slots:
             self._waiters.append(waiter)
         try:
             await asyncio.wait_for(asyncio.shield(future), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         except asyncio.CancelledError:
             if self._settle(waiter):

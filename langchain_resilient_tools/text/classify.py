@@ -163,13 +163,18 @@ def _text_of(content: Any) -> str | None:
 
 def _reads_as_error(content: Any) -> str | None:
     """The text of `content` if it is a single text that reads as an error report."""
-    if isinstance(content, list):
+    if isinstance(content, list):  # one text block; not a list of Commands/ToolMessages
         if len(content) != 1:
             return None
         block = content[0]
-        content = block if isinstance(block, str) else block.get("text")
-        if isinstance(block, dict) and block.get("type") != "text":
+        if isinstance(block, dict):
+            if block.get("type") != "text":
+                return None
+            content = block.get("text")
+        elif not isinstance(block, str):
             return None
+        else:
+            content = block
     ok = isinstance(content, str) and len(content) <= _MAX_ERROR_TEXT
     return content if ok and content.startswith(ERROR_TEXT_PREFIXES) else None
 
