@@ -445,7 +445,7 @@ def _classify(exc: BaseException, call: Call) -> Failure:
 def _recorded(data: Mapping[str, Any]) -> Failure:
     """The failure a journal receipt kept (`pipeline.journal`), as the model was told it."""
     try:
-        error = ToolErrorType(data.get("error"))
+        error = ToolErrorType(str(data.get("error")))
     except ValueError:
         error = ToolErrorType.INTERNAL_ERROR
     extra = data.get("extra")
