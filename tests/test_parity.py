@@ -673,3 +673,37 @@ def test_custom_stream_events_through_the_middleware_and_the_wrapper(mode: str) 
     wrapped = _agent_events([], [ResilientTool.wrap(t) for t in tools], mode)
     assert sorted(map(repr, with_middleware)) == expected
     assert sorted(map(repr, wrapped)) == expected
+
+
+def _agent_outcome(middleware: list[Any], bug: BaseTool, mode: str) -> tuple[str, str]:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from langchain_resilient_tools.testing import ScriptedChatModel
+
+    call = tool_call(bug.name, {"n": 1}, id="c1")
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=[call]), AIMessage("done")])
+    agent = create_agent(model, [bug], middleware=middleware)
+    payload = {"messages": [HumanMessage("go")]}
+    try:
+        if mode == "sync":
+            agent.invoke(payload)
+        else:
+            asyncio.run(agent.ainvoke(payload))
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return "ok", ""
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("bug", [no_answer, wrong_id], ids=lambda t: t.name)
+def test_a_wiring_bug_under_create_agent_raises_with_the_middleware_too(
+    bug: BaseTool, mode: str
+) -> None:
+    """`create_agent`'s ToolNode raises a tool's invalid `Command` (its default error
+    handling); the middleware does not turn it into an answer."""
+    from langchain_resilient_tools import ResilientToolsMiddleware
+
+    expected = _agent_outcome([], bug, mode)
+    assert expected[0] == "ValueError"
+    assert _agent_outcome([ResilientToolsMiddleware()], bug, mode) == expected

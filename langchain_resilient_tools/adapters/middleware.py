@@ -45,6 +45,7 @@ from .review import (
     with_question,
 )
 from .rollback import annotate, pop_ledger, rollback_update
+from .wiring import aauthored, authored
 
 
 class ResilientAgentState(AgentState[Any]):
@@ -174,8 +175,10 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     ) -> ToolMessage | Command[Any]:
         def answer() -> Any:
             call = self._new_call(request, rerun=RERUN.get())
-            call.run = lambda c: handler(
-                bridged(keyed_request(request, c, {**request.tool_call, "args": c.args}), c)
+            call.run = authored(
+                lambda c: handler(
+                    bridged(keyed_request(request, c, {**request.tool_call, "args": c.args}), c)
+                )
             )
             outcome = self.pipeline.run(call)
             return with_question(self._answer(outcome), outcome)
@@ -196,9 +199,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
 
         async def answer() -> Any:
             call = self._new_call(request, rerun=RERUN.get())
-            call.arun = lambda c: handler(
-                offloaded(
-                    keyed_request(request, c, {**request.tool_call, "args": c.args}), c, runner
+            call.arun = aauthored(
+                lambda c: handler(
+                    offloaded(
+                        keyed_request(request, c, {**request.tool_call, "args": c.args}), c, runner
+                    )
                 )
             )
             outcome = await self.pipeline.arun(call)
