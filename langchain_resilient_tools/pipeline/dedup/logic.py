@@ -111,8 +111,7 @@ def scope_of(call: Call) -> str | None:
                 if ids:
                     return "calls:" + "\x1f".join(ids)
                 break
-    step = call.extras.get("step")
-    return f"step:{step}" if step else None
+    return f"step:{call.step}" if call.step else None
 
 
 def run_untracked(call: Call) -> Call:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langchain_core.messages import ToolMessage
+from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from ...core.call import Call
@@ -29,7 +30,7 @@ from ...core.policy import ResolvedPolicy
 from ...state.graph import LEDGER_KEY
 from ...text import messages as m
 from ...text.classify import classify
-from ...text.envelope import _content_of
+from ...text.envelope import _content_of, is_message_list
 from ...text.redact import redact
 from ...text.truncate import text_of, truncate
 from ..shared import backend_for, off_loop
@@ -46,6 +47,7 @@ from .logic import (
     scope_of,
 )
 from .shared import shared_begin
+from .twins import Share, Twins
 
 STATE_CONTENT_CHARS = 8000
 """Cap on a result kept in graph state for reuse (unless `max_result_chars` is lower)."""
@@ -87,6 +89,7 @@ class DedupStage(Stage):
         super().__init__(env)
         self._lock = threading.Lock()
         self._ledgers: dict[str, Ledger] = {}
+        self._twins = Twins()
 
     def _ledger(self, call: Call) -> Ledger:
         ledger = self._ledgers.get(call.name)
@@ -261,30 +264,56 @@ class DedupStage(Stage):
             self._notice(call, entry, m.DEDUP_WARN)
         return False, None
 
+    def _grouped(self, call: Call) -> bool:
+        """Whether `call` may have identical siblings in its step that share its outcome
+        (`pipeline.dedup.twins`); ``warn`` runs each of them, as the user asked."""
+        if call.twinless or call.step is None:
+            return False
+        return effective_mode(call.resolved.policy.dedup, call.idempotent) != "warn"
+
     def wrap(self, call: Call, call_next: Next) -> Any:
         if self._off(call):
             return call_next(call)
         key = call_key(call)
-        action, entry, waiter, end, abort = self._decide(call, key)
-        if waiter is not None:
-            with contextlib.suppress(concurrent.futures.TimeoutError):
-                waiter.result(timeout=_wait_limit(call))
-            action, entry, waiter, end, abort = self._decide(call, key)
-        answered, answer = self._settle(call, action, entry)
-        if answered:
-            return answer
-        if action is Action.WAIT:
-            return call_next(run_untracked(call))
+        joined = self._twins.join(call, key) if self._grouped(call) else None
+        group = None
+        if joined is not None:
+            group, leads = joined
+            if not leads:  # a twin runs for this call: wait for it, then take a share
+                if not group.settled:
+                    with contextlib.suppress(concurrent.futures.TimeoutError):
+                        group.done.result(timeout=_wait_limit(call))
+                if group.share is not None:
+                    return group.share.answer(call)
+                group = None  # the ledger decides, as for any repeat
+        share: Share | None = None
         try:
-            value = call_next(call)
-        except Exception as exc:
-            end(None, exc)
-            raise
-        except BaseException:
-            abort()
-            raise
-        end(value, None)
-        return value
+            action, entry, waiter, end, abort = self._decide(call, key)
+            if waiter is not None:
+                with contextlib.suppress(concurrent.futures.TimeoutError):
+                    waiter.result(timeout=_wait_limit(call))
+                action, entry, waiter, end, abort = self._decide(call, key)
+            answered, answer = self._settle(call, action, entry)
+            if answered:
+                return answer
+            if action is Action.WAIT:
+                return call_next(run_untracked(call))
+            shown = len(call.record.notices)
+            try:
+                value = call_next(call)
+            except Exception as exc:
+                end(None, exc)
+                share = _failure_share(exc, entry)
+                raise
+            except BaseException:
+                abort()
+                raise
+            end(value, None)
+            share = _value_share(call, entry, value, shown)
+            return value
+        finally:
+            if group is not None:
+                group.settle(share)
 
     def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         if self._off(call):
@@ -293,23 +322,65 @@ class DedupStage(Stage):
 
     async def _awrap_on(self, call: Call, call_next: AsyncNext) -> Any:
         key = call_key(call)
+        joined = self._twins.join(call, key) if self._grouped(call) else None
+        group = None
+        if joined is not None:
+            group, leads = joined
+            if not leads:  # a twin runs for this call: wait for it, then take a share
+                if not group.settled:
+                    done = asyncio.wrap_future(group.done)
+                    await asyncio.wait({done}, timeout=_wait_limit(call))
+                if group.share is not None:
+                    return group.share.answer(call)
+                group = None  # the ledger decides, as for any repeat
         shared = backend_for(self.env, call) is not None  # the ledger is in a store
-        action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
-        if waiter is not None:
-            await asyncio.wait({asyncio.wrap_future(waiter)}, timeout=_wait_limit(call))
-            action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
-        answered, answer = self._settle(call, action, entry)
-        if answered:
-            return answer
-        if action is Action.WAIT:
-            return await call_next(run_untracked(call))
+        share: Share | None = None
         try:
-            value = await call_next(call)
-        except Exception as exc:
-            await off_loop(shared, end, None, exc)
-            raise
-        except BaseException:
-            abort()  # cancelled: recorded at once, no further await
-            raise
-        await off_loop(shared, end, value, None)
-        return value
+            action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
+            if waiter is not None:
+                await asyncio.wait({asyncio.wrap_future(waiter)}, timeout=_wait_limit(call))
+                action, entry, waiter, end, abort = await off_loop(
+                    shared, self._decide, call, key
+                )
+            answered, answer = self._settle(call, action, entry)
+            if answered:
+                return answer
+            if action is Action.WAIT:
+                return await call_next(run_untracked(call))
+            shown = len(call.record.notices)
+            try:
+                value = await call_next(call)
+            except Exception as exc:
+                await off_loop(shared, end, None, exc)
+                share = _failure_share(exc, entry)
+                raise
+            except BaseException:
+                abort()  # cancelled: recorded at once, no further await
+                raise
+            await off_loop(shared, end, value, None)
+            share = _value_share(call, entry, value, shown)
+            return value
+        finally:
+            if group is not None:
+                group.settle(share)
+
+
+def _failure_share(exc: Exception, entry: Entry | None) -> Share | None:
+    """What the twins of a call that failed with `exc` take: the same failure, unless
+    the ledger answers them (a write whose outcome is unknown is blocked, never asked
+    about twice) or it is LangGraph control flow (each twin then goes its own way)."""
+    if isinstance(exc, GraphBubbleUp) or entry is None or entry.status != "failed":
+        return None
+    return Share(exc=exc)
+
+
+def _value_share(call: Call, entry: Entry | None, value: Any, shown: int) -> Share | None:
+    """What the twins of a call answered with `value` take: the ledger's answer when it
+    keeps the result; the same answer when it was not the tool's own (a fallback's,
+    with the notices the stages inside dedup added after the first `shown`)."""
+    if entry is None or entry.status != "failed":
+        return None
+    if isinstance(value, Command) or is_message_list(value):
+        return None  # a Command answers its own call id only: each twin runs
+    record = call.record
+    return Share(value=value, served_by=record.served_by, notices=tuple(record.notices[shown:]))
