@@ -237,6 +237,8 @@ def test_repeat_across_turns_and_restart(harness: Harness) -> None:
         assert "repeats an earlier identical call" in str(last["t3"].content)
         entries = last.state["tool_ledger"]["dedup"]
         assert [e["status"] for e in entries.values()] == ["ok"]
+        # The entry points at the message that holds the result, by its call id.
+        assert [(e["call_id"], "content" in e) for e in entries.values()] == [("t1", False)]
     answered_once(last.state)
 
 
@@ -656,3 +658,69 @@ def test_a_twin_that_starts_first_still_waits_for_the_first_call(harness: Harnes
     assert data["error"] == "duplicate_call"
     assert data["previous_result"] == "booked a flight to Oslo"
     assert CALLS["book_flight"] == 1
+
+
+# -- the ledger in graph state points at the thread's messages ---------------------------
+
+
+def _answers(state: dict[str, Any]) -> dict[str, ToolMessage]:
+    return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["same-process", "restarted"])
+def test_a_result_whose_message_is_gone_is_not_reused(harness: Harness, restart: bool) -> None:
+    """Once the message holding a result is removed from the thread (trimmed,
+    summarized), a repeated read runs again; a repeated write is still blocked, without
+    the result it can no longer show."""
+    if harness.adapter == "tool":
+        pytest.skip("a wrapped tool cannot see the thread's messages")
+    from langchain_core.messages import HumanMessage, RemoveMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    tools = [search_tool(), book_tool()]
+    turns = [
+        AIMessage("", tool_calls=[tool_call("search_web", {"query": "q"}, id=f"r{i}"),
+                                  tool_call("book_flight", {"city": "Oslo"}, id=f"w{i}")])
+        for i in (1, 2)
+    ]  # fmt: skip
+    saver = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": "trimmed"}}
+    script = [turns[0], AIMessage("done"), turns[1], AIMessage("done")]
+
+    def payload(i: int) -> Any:
+        return {"messages": [HumanMessage(f"turn {i}")]} if harness.adapter == "middleware" else {
+            "messages": [turns[i]]
+        }
+
+    graph = harness.build(tools, checkpointer=saver, script=script)
+    state = harness.invoke(graph, payload(0), config)
+    gone = [m.id for m in state["messages"] if isinstance(m, ToolMessage)]
+    as_node = "model" if harness.adapter == "middleware" else "tools"
+    graph.update_state(config, {"messages": [RemoveMessage(id=i) for i in gone]}, as_node=as_node)
+    if restart:
+        graph = harness.build(tools, checkpointer=saver, script=script[2:])
+    state = harness.invoke(graph, payload(1), config)
+    answers = _answers(state)
+    assert answers["r2"].content == "results for q"  # run again, not reused
+    assert CALLS == {"search_web": 2, "book_flight": 1}
+    data = body(answers["w2"])
+    assert data["error"] == "duplicate_call" and "previous_result" not in data
+
+
+def test_a_result_its_message_does_not_hold_as_it_is_is_kept_in_the_ledger(
+    harness: Harness,
+) -> None:
+    """When the answer is not the result as it is (here: cut by max_result_chars), the
+    ledger keeps a copy, and a repeat after a restart still reuses it."""
+    if harness.adapter == "tool":
+        pytest.skip("a wrapped tool keeps its ledger in memory only")
+    long = counted("search_long", lambda query: "word " * 200)
+    turns = [[tool_call("search_long", {"query": "q"}, id=f"t{i}")] for i in (1, 2)]
+    policy = ToolPolicy(max_result_chars=100)
+    results = harness.run_turns([long], turns, policy=policy, restart_at=[1])
+    entries = results[0].state["tool_ledger"]["dedup"]
+    [entry] = entries.values()
+    assert entry["call_id"] == "t1" and 0 < len(entry["content"]) <= 100
+    last = results[-1]
+    assert CALLS["search_long"] == 1
+    assert "repeats an earlier identical call" in str(last["t2"].content)

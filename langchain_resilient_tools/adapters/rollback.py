@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveM
 from langgraph.types import Command
 
 from ..core.errors import ToolErrorType
-from ..pipeline.dedup.stage import EXTRAS_KEY
+from ..pipeline.dedup.graph_state import EXTRAS_KEY, answered_entries
 from ..pipeline.driver import Outcome
 from ..state.graph import LEDGER_KEY
 from ..text import messages as m
@@ -70,8 +70,8 @@ def annotate(answer: T, outcome: Outcome) -> T:
         return answer
     marks: dict[str, Any] = {}
     entries = outcome.call.extras.get(EXTRAS_KEY)
-    if entries:
-        marks[LEDGER_META] = dict(entries)
+    if entries:  # the entry of the call's own result points at `answer` (if it holds it)
+        marks[LEDGER_META] = answered_entries(entries, answer, outcome.call)
     if wants_rollback(outcome):
         marks[ROLLBACK_META] = {
             "guidance": guidance(outcome),

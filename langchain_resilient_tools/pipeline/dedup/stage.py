@@ -2,11 +2,14 @@
 
 The key is `core.key.call_key` (tool name and canonical arguments, or `ToolPolicy.dedup_key`),
 scoped by conversation thread (no thread: the model message, see `scope_of`). What happens is decided
-by `pipeline.dedup.logic.decide`. Identical calls running at the same time are decided once: a read
-waits for the first and reuses its result, a write is blocked. Entries come from this
-pipeline's in-memory ledger, or from the graph state's ``tool_ledger`` (so dedup
-survives checkpoints and restarts); new entries are left in ``call.extras["ledger"]``
-for the adapter to write back to the state.
+by `pipeline.dedup.logic.decide`. Identical calls of one step are one logical call: the first
+runs, its twins wait for it and share its outcome (`pipeline.dedup.twins`). Identical calls
+of different steps running at the same time are decided once: a read waits for the first
+and reuses its result, a write is blocked. Entries come from this pipeline's in-memory
+ledger, or from the graph state's ``tool_ledger`` (so dedup survives checkpoints and
+restarts); new entries are left on the call for the adapter to write back to the state,
+where they point at the thread's messages rather than copy them
+(`pipeline.dedup.graph_state`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -27,14 +30,14 @@ from ...core.call import Call
 from ...core.errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
 from ...core.key import call_key
 from ...core.policy import ResolvedPolicy
-from ...state.graph import LEDGER_KEY
 from ...text import messages as m
 from ...text.classify import classify
 from ...text.envelope import _content_of, is_message_list
 from ...text.redact import redact
-from ...text.truncate import text_of, truncate
+from ...text.truncate import text_of
 from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
+from .graph_state import forget_if_gone, has_ledger, persist, state_entry
 from .logic import (
     Action,
     Entry,
@@ -49,27 +52,7 @@ from .logic import (
 from .shared import shared_begin
 from .twins import Share, Twins
 
-STATE_CONTENT_CHARS = 8000
-"""Cap on a result kept in graph state for reuse (unless `max_result_chars` is lower)."""
-
 Waiter = concurrent.futures.Future[None]
-
-EXTRAS_KEY = "ledger"
-"""``call.extras`` key of the ledger entries the adapter writes to graph state."""
-
-
-def state_entry(state: Any, key: str) -> Entry | None:
-    """The entry for `key` in the graph state's ``tool_ledger``, if any."""
-    if not isinstance(state, Mapping):
-        return None
-    ledger = state.get(LEDGER_KEY)
-    section = ledger.get("dedup") if isinstance(ledger, Mapping) else None
-    data = section.get(key) if isinstance(section, Mapping) else None
-    return Entry.restore(data) if isinstance(data, Mapping) else None
-
-
-def _has_ledger(state: Any) -> bool:
-    return isinstance(state, Mapping) and LEDGER_KEY in state
 
 
 def _wait_limit(call: Call) -> float:
@@ -110,7 +93,9 @@ class DedupStage(Stage):
         with self._lock:
             ledger = self._ledger(call)
             entry = ledger.get(scoped)
-            if entry is None:
+            if entry is not None:
+                forget_if_gone(call, entry)
+            else:
                 entry = state_entry(call.state, key)
                 if entry is not None and ledger.fresh(entry):
                     ledger.put(scoped, entry)
@@ -119,7 +104,9 @@ class DedupStage(Stage):
             action = decide(mode, call.idempotent, entry, call.id)
             if action in (Action.RUN, Action.WARN):
                 repeats = 0 if entry is None else entry.repeats + 1
-                entry = Entry("pending", repeats=repeats, at=ledger.clock(), call_id=call.id)
+                entry = Entry(
+                    "pending", repeats=repeats, at=ledger.clock(), call_id=call.id, step=call.step
+                )
                 ledger.put(scoped, entry)
                 return action, entry, None
             assert entry is not None
@@ -169,15 +156,7 @@ class DedupStage(Stage):
             entry.done.set_result(None)
             entry.done = None
 
-    @staticmethod
-    def _persist(call: Call, key: str, entry: Entry) -> None:
-        if entry.status == "pending" or not _has_ledger(call.state):
-            return  # only finished calls, and only for a graph state that keeps them
-        data = entry.persisted(call.name)
-        if data["content"] is not None:
-            cap = call.resolved.policy.max_result_chars or STATE_CONTENT_CHARS
-            data["content"] = truncate(data["content"], min(cap, STATE_CONTENT_CHARS))
-        call.extras.setdefault(EXTRAS_KEY, {})[key] = data
+    _persist = staticmethod(persist)
 
     # -- answers ---------------------------------------------------------------------
 
@@ -215,7 +194,7 @@ class DedupStage(Stage):
         mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
         if mode == "off":
             return True
-        if call.twinless and not call.thread_id and not _has_ledger(call.state):
+        if call.twinless and not call.thread_id and not has_ledger(call.state):
             # Scoped by its message, which holds nothing identical: nothing to decide.
             return True
         return scope_of(call) is None
