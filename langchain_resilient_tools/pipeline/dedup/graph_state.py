@@ -81,6 +81,15 @@ def answered_entries(entries: Mapping[str, Any], answer: ToolMessage, call: Call
     return out
 
 
+def pointing_like(data: dict[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """`data`, pointing at its result's message as `other`, another word on the same
+    key and result, does (`other` has no content: it was found in the thread)."""
+    same = data.get("call_id") == other.get("call_id") and data.get("status") == "ok"
+    if same and "content" in data and "content" not in other and other.get("status") == "ok":
+        return state_form(data, data["content"], None)
+    return data
+
+
 def state_entry(state: Any, key: str) -> Entry | None:
     """The entry for `key` in the graph state's ``tool_ledger``, if any; an entry that
     points at a message gets its content from it, or is ``done`` if it is gone."""
