@@ -98,13 +98,14 @@ class MessageTwins:
         ai = messages[-1] if isinstance(messages, list) and messages else None
         if not isinstance(ai, AIMessage) or not ai.tool_calls:
             return None
-        ids = tuple(str(tc.get("id") or "") for tc in ai.tool_calls)
-        key: Hashable = ai.id or ids
+        calls = ai.tool_calls
+        key: Hashable = (ai.id, len(calls)) if ai.id else tuple(str(tc["id"]) for tc in calls)
         with self._lock:
             twins = self._seen.get(key)
         if twins is None:
+            ids = (str(tc["id"]) for tc in calls)
             step = f"message:{ai.id}" if ai.id else "calls:" + "\x1f".join(ids)
-            twins = StepTwins.of(ai.tool_calls, step)
+            twins = StepTwins.of(calls, step)
             with self._lock:
                 self._seen[key] = twins
         return twins
