@@ -724,3 +724,19 @@ def test_a_result_its_message_does_not_hold_as_it_is_is_kept_in_the_ledger(
     last = results[-1]
     assert CALLS["search_long"] == 1
     assert "repeats an earlier identical call" in str(last["t2"].content)
+
+
+def test_a_call_the_model_could_not_format_is_nobodys_twin() -> None:
+    """The node parses a malformed call with placeholder arguments; a call that looks
+    the same before repair is not its twin (it would wait for a call that never runs)."""
+    from langchain_resilient_tools.core.tools import INVALID_KEY
+    from langchain_resilient_tools.pipeline.dedup.twins import StepTwins
+
+    calls = [
+        {**tool_call("a", {}, id="bad"), INVALID_KEY: {"args": "{", "error": "cut off"}},
+        tool_call("a", {}, id="ok"),
+        tool_call("a", {}, id="twin"),
+    ]
+    twins = StepTwins.of(calls, "s")
+    assert twins.firsts == (None, None, 1)
+    assert dict(twins.twin_of) == {"twin": "ok"} and twins.grouped == {"ok", "twin"}

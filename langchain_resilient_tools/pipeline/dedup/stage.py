@@ -260,8 +260,7 @@ class DedupStage(Stage):
             group, leads = joined
             if not leads:  # a twin runs for this call: wait for it, then take a share
                 if not group.settled:
-                    with contextlib.suppress(concurrent.futures.TimeoutError):
-                        group.done.result(timeout=_wait_limit(call))
+                    group.wait(_wait_limit(call))
                 if group.share is not None:
                     return group.share.answer(call)
                 group = None  # the ledger decides, as for any repeat
@@ -307,8 +306,7 @@ class DedupStage(Stage):
             group, leads = joined
             if not leads:  # a twin runs for this call: wait for it, then take a share
                 if not group.settled:
-                    done = asyncio.wrap_future(group.done)
-                    await asyncio.wait({done}, timeout=_wait_limit(call))
+                    await group.await_(_wait_limit(call))
                 if group.share is not None:
                     return group.share.answer(call)
                 group = None  # the ledger decides, as for any repeat

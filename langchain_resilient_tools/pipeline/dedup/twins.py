@@ -22,7 +22,9 @@ of ``max_concurrency``). Decisions here are pure but for the group's lock and fu
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import threading
 from collections import Counter
@@ -35,11 +37,16 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from ...core.call import Call
 from ...core.errors import ToolRaised
+from ...core.tools import INVALID_KEY
 from ...text.classify import HandledByTool
 from .logic import first_twins
 
 MAX_GROUPS = 1024
 """Groups of identical calls remembered per dedup stage (the least recent go first)."""
+ARRIVAL_S = 2.0
+"""How long a follower waits for its leader to reach the dedup stage at all (it starts
+with it); a leader that never comes (refused before dedup, or held back by something
+outside the pipeline) leaves the follower to the ledger's decision after this."""
 
 _runs = itertools.count()
 
@@ -61,7 +68,9 @@ class StepTwins:
     def of(cls, calls: Sequence[Mapping[str, Any]], step: str | None = None) -> StepTwins:
         """The twins of `calls` (one AIMessage's tool calls, in its order); `step`: the
         step's identity (default: a new one, for one run of a node's step)."""
-        firsts = tuple(first_twins(calls))
+        # A call the model could not format has placeholder arguments until it is
+        # repaired (or refused): it is nobody's twin.
+        firsts = tuple(first_twins([{} if INVALID_KEY in tc else tc for tc in calls]))
         step = step or f"run:{next(_runs)}"
         if all(j is None for j in firsts):
             return cls(step, firsts=firsts)
@@ -157,6 +166,22 @@ class Group:
     @property
     def settled(self) -> bool:
         return self.done.done()
+
+    def wait(self, limit: float) -> None:
+        """Block until the leader settles: at most `ARRIVAL_S` for it to arrive, then
+        at most `limit` (its whole budget) for it to finish."""
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            self.done.result(timeout=min(ARRIVAL_S, limit))
+        if not self.settled and self.leader is not None:
+            with contextlib.suppress(concurrent.futures.TimeoutError):
+                self.done.result(timeout=limit)
+
+    async def await_(self, limit: float) -> None:
+        """`wait`, on an event loop."""
+        done = asyncio.wrap_future(self.done)
+        await asyncio.wait({done}, timeout=min(ARRIVAL_S, limit))
+        if not self.settled and self.leader is not None:
+            await asyncio.wait({done}, timeout=limit)
 
     def settle(self, share: Share | None) -> None:
         """The leader is done: wake the followers (once; later calls do nothing)."""
