@@ -20,7 +20,14 @@ from typing import Any
 
 from . import _util, memory, overhead, timeouts, wrapper
 
-OPTIONAL = ("bench_repair", "bench_dedup", "bench_breaker", "bench_backends", "bench_journal")
+OPTIONAL = (
+    "bench_repair",
+    "bench_dedup",
+    "bench_breaker",
+    "bench_backends",
+    "bench_journal",
+    "bench_checkpoints",
+)
 """Benchmark modules owned elsewhere; each is run through its ``main()`` if present."""
 
 

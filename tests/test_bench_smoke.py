@@ -106,3 +106,15 @@ def test_the_instruction_floor_variant_answers_through_the_attempt_stage_alone()
     }
     text = instructions.table({"cells": [cell]})
     assert "attempt_only ratio" in text and "1.1" in text
+
+
+def test_checkpoint_bytes_tiny() -> None:
+    """The checkpoint benchmark's report: three variants, ratios to ToolNode, reuse."""
+    from bench import bench_checkpoints
+
+    result = bench_checkpoints.run(steps=3)
+    assert set(result["variants"]) == set(bench_checkpoints.VARIANTS)
+    assert result["variants"]["toolnode"]["ratio"] == 1.0
+    assert isinstance(result["target_met"], bool)
+    assert result["reused_after_restart"] is True
+    assert "ResilientToolsState" in bench_checkpoints.table(result)

@@ -208,12 +208,13 @@ def test_off_mode_runs_every_time(harness: Harness) -> None:
     answered_once(result.state)
 
 
-def test_failures_are_not_reused(harness: Harness) -> None:
+def test_failures_are_not_reused_across_steps(harness: Harness) -> None:
     tool = failing_tool("get_city", ToolException("no such city"))
-    calls = [tool_call("get_city", {"query": "x"}, id=i) for i in ("a", "b")]
-    result = harness.run([tool], calls)
-    assert CALLS["get_city"] == 2
-    assert {body(result[i])["error"] for i in "ab"} == {"tool_error"}
+    turns = [[tool_call("get_city", {"query": "x"}, id=i)] for i in ("a", "b")]
+    last = harness.run_turns([tool], turns)[-1]
+    assert CALLS["get_city"] == 2  # the second step runs the call again
+    assert {body(last[i])["error"] for i in "ab"} == {"tool_error"}
+    answered_once(last.state)
 
 
 def test_repeat_across_turns_and_restart(harness: Harness) -> None:
@@ -236,6 +237,8 @@ def test_repeat_across_turns_and_restart(harness: Harness) -> None:
         assert "repeats an earlier identical call" in str(last["t3"].content)
         entries = last.state["tool_ledger"]["dedup"]
         assert [e["status"] for e in entries.values()] == ["ok"]
+        # The entry points at the message that holds the result, by its call id.
+        assert [(e["call_id"], "content" in e) for e in entries.values()] == [("t1", False)]
     answered_once(last.state)
 
 
@@ -402,7 +405,7 @@ def test_first_twins() -> None:
 
 
 def test_the_first_of_identical_calls_is_the_one_that_runs(harness: Harness) -> None:
-    if harness.mode == "sync" and harness.adapter != "node":
+    if harness.mode == "sync" and harness.adapter == "tool":
         pytest.skip("ToolNode's own sync dispatch decides which identical call starts first")
     calls = [
         tool_call("search_web", {"query": "q"}, id="first"),
@@ -418,8 +421,7 @@ def test_the_first_of_identical_calls_is_the_one_that_runs(harness: Harness) -> 
         assert result["book"].content == "booked a flight to Oslo"
         data = body(result["rebook"])
         assert data["error"] == "duplicate_call"
-        if harness.adapter == "node":  # the node runs a twin after its original finished
-            assert data["previous_result"] == "booked a flight to Oslo"
+        assert data["previous_result"] == "booked a flight to Oslo"  # it waited for the first
         assert CALLS == {"search_web": 1, "book_flight": 1}
 
 
@@ -540,3 +542,201 @@ def test_a_new_message_without_an_id_is_a_new_scope() -> None:
         out = node.invoke({"messages": [ai]}, config)
         assert out["messages"][0].status == "success"
     assert CALLS["book_flight"] == 2
+
+
+# -- identical calls in one step are one logical call (invariant 8) ----------------------
+
+
+def down_service(name: str) -> Any:
+    """A read whose service is down: every execution fails with a transient error."""
+
+    def fail(query: str) -> str:
+        raise ConnectionError("service unavailable")
+
+    return counted(name, fail)
+
+
+def test_identical_failing_reads_share_one_chain_of_attempts(
+    harness: Harness, testing_mode: Any
+) -> None:
+    """Three identical reads of a down service: one chain of three attempts (3
+    executions, the backoff waits of one call), and the same failure for all three."""
+    calls = [tool_call("search_down", {"query": "q"}, id=i) for i in ("a", "b", "c")]
+    result = harness.run([down_service("search_down")], calls)
+    assert CALLS["search_down"] == 3
+    assert len(testing_mode.sleeps) == 2  # the waits of one chain: the time of one call
+    bodies = [body(result[i]) for i in "abc"]
+    assert {b["error"] for b in bodies} == {"transient_failure"}
+    assert len({b["message"] for b in bodies}) == 1
+    assert sorted(b["attempts"] for b in bodies) == [0, 0, 3]  # the twins did not run
+    assert all(result[i].tool_call_id == i for i in "abc")
+    if harness.adapter != "tool":
+        assert sorted(r["tool_call_id"] for r in result.tool_errors) == ["a", "b", "c"]
+    answered_once(result.state)
+
+
+def test_the_first_twin_runs_and_its_twins_share_its_failure(harness: Harness) -> None:
+    """The first of identical calls in the AIMessage runs; its twins get its failure
+    (a write too: it is not run again, and not told duplicate_call)."""
+    if harness.mode == "sync" and harness.adapter == "tool":
+        pytest.skip("ToolNode's own sync dispatch decides which identical call starts first")
+    tools = [failing_tool("get_city", ToolException("no such city")),
+             failing_tool("create_ticket", ToolException("queue is closed"))]  # fmt: skip
+    calls = [
+        tool_call("get_city", {"query": "x"}, id="r1"),
+        tool_call("create_ticket", {"query": "x"}, id="w1"),
+        tool_call("get_city", {"query": "x"}, id="r2"),
+        tool_call("create_ticket", {"query": "x"}, id="w2"),
+    ]
+    result = harness.run(tools, calls)
+    assert CALLS == {"get_city": 1, "create_ticket": 1}
+    for first, twin in (("r1", "r2"), ("w1", "w2")):
+        assert body(result[first])["error"] == body(result[twin])["error"] == "tool_error"
+        assert body(result[first])["attempts"] == 1 and body(result[twin])["attempts"] == 0
+        assert body(result[first])["message"] == body(result[twin])["message"]
+    answered_once(result.state)
+
+
+def test_twins_share_a_fallback_answer(harness: Harness) -> None:
+    calls = [tool_call("search_down", {"query": "q"}, id=i) for i in ("a", "b")]
+    policy = ToolPolicy(fallback="no results right now", retry={"max_attempts": 2})
+    result = harness.run([down_service("search_down")], calls, policy=policy)
+    assert CALLS["search_down"] == 2  # one chain of two attempts
+    assert result["a"].status == result["b"].status == "success"
+    assert result["a"].content == result["b"].content
+    assert "no results right now" in str(result["a"].content)
+    assert {served_by(result[i]) for i in "ab"} == {"fallback"}
+
+
+def test_a_twin_that_starts_first_still_waits_for_the_first_call(harness: Harness) -> None:
+    """Which twin runs does not depend on the order the calls are started in: under
+    create_agent, another middleware holds the first call back until its twin has
+    started; the first call still runs, and the twin shares its outcome."""
+    if harness.adapter != "middleware":
+        pytest.skip("the order of tasks is create_agent's; the node orders its own calls")
+    import threading
+
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import HumanMessage
+
+    from langchain_resilient_tools import ResilientToolsMiddleware
+    from langchain_resilient_tools.testing import ScriptedChatModel
+
+    twin_started = threading.Event()
+    atwin_started = asyncio.Event()
+
+    class HoldFirst(AgentMiddleware):  # type: ignore[type-arg]
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            if request.tool_call["id"] == "first":
+                twin_started.wait(5)
+            else:
+                twin_started.set()
+            return handler(request)
+
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            if request.tool_call["id"] == "first":
+                await atwin_started.wait()
+            else:
+                atwin_started.set()
+            return await handler(request)
+
+    calls = [
+        tool_call("book_flight", {"city": "Oslo"}, id="first"),
+        tool_call("book_flight", {"city": "Oslo"}, id="again"),
+    ]
+    ai = AIMessage("", tool_calls=calls)
+    agent = create_agent(
+        ScriptedChatModel(script=[ai, AIMessage("done")]),
+        tools=[book_tool()],
+        middleware=[HoldFirst(), ResilientToolsMiddleware()],
+    )
+    state = harness.invoke(agent, {"messages": [HumanMessage("go")]})
+    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert answers["first"].content == "booked a flight to Oslo"
+    data = body(answers["again"])
+    assert data["error"] == "duplicate_call"
+    assert data["previous_result"] == "booked a flight to Oslo"
+    assert CALLS["book_flight"] == 1
+
+
+# -- the ledger in graph state points at the thread's messages ---------------------------
+
+
+def _answers(state: dict[str, Any]) -> dict[str, ToolMessage]:
+    return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["same-process", "restarted"])
+def test_a_result_whose_message_is_gone_is_not_reused(harness: Harness, restart: bool) -> None:
+    """Once the message holding a result is removed from the thread (trimmed,
+    summarized), a repeated read runs again; a repeated write is still blocked, without
+    the result it can no longer show."""
+    if harness.adapter == "tool":
+        pytest.skip("a wrapped tool cannot see the thread's messages")
+    from langchain_core.messages import HumanMessage, RemoveMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    tools = [search_tool(), book_tool()]
+    turns = [
+        AIMessage("", tool_calls=[tool_call("search_web", {"query": "q"}, id=f"r{i}"),
+                                  tool_call("book_flight", {"city": "Oslo"}, id=f"w{i}")])
+        for i in (1, 2)
+    ]  # fmt: skip
+    saver = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": "trimmed"}}
+    script = [turns[0], AIMessage("done"), turns[1], AIMessage("done")]
+
+    def payload(i: int) -> Any:
+        return {"messages": [HumanMessage(f"turn {i}")]} if harness.adapter == "middleware" else {
+            "messages": [turns[i]]
+        }
+
+    graph = harness.build(tools, checkpointer=saver, script=script)
+    state = harness.invoke(graph, payload(0), config)
+    gone = [m.id for m in state["messages"] if isinstance(m, ToolMessage)]
+    as_node = "model" if harness.adapter == "middleware" else "tools"
+    graph.update_state(config, {"messages": [RemoveMessage(id=i) for i in gone]}, as_node=as_node)
+    if restart:
+        graph = harness.build(tools, checkpointer=saver, script=script[2:])
+    state = harness.invoke(graph, payload(1), config)
+    answers = _answers(state)
+    assert answers["r2"].content == "results for q"  # run again, not reused
+    assert CALLS == {"search_web": 2, "book_flight": 1}
+    data = body(answers["w2"])
+    assert data["error"] == "duplicate_call" and "previous_result" not in data
+
+
+def test_a_result_its_message_does_not_hold_as_it_is_is_kept_in_the_ledger(
+    harness: Harness,
+) -> None:
+    """When the answer is not the result as it is (here: cut by max_result_chars), the
+    ledger keeps a copy, and a repeat after a restart still reuses it."""
+    if harness.adapter == "tool":
+        pytest.skip("a wrapped tool keeps its ledger in memory only")
+    long = counted("search_long", lambda query: "word " * 200)
+    turns = [[tool_call("search_long", {"query": "q"}, id=f"t{i}")] for i in (1, 2)]
+    policy = ToolPolicy(max_result_chars=100)
+    results = harness.run_turns([long], turns, policy=policy, restart_at=[1])
+    entries = results[0].state["tool_ledger"]["dedup"]
+    [entry] = entries.values()
+    assert entry["call_id"] == "t1" and 0 < len(entry["content"]) <= 100
+    last = results[-1]
+    assert CALLS["search_long"] == 1
+    assert "repeats an earlier identical call" in str(last["t2"].content)
+
+
+def test_a_call_the_model_could_not_format_is_nobodys_twin() -> None:
+    """The node parses a malformed call with placeholder arguments; a call that looks
+    the same before repair is not its twin (it would wait for a call that never runs)."""
+    from langchain_resilient_tools.core.tools import INVALID_KEY
+    from langchain_resilient_tools.pipeline.dedup.twins import StepTwins
+
+    calls = [
+        {**tool_call("a", {}, id="bad"), INVALID_KEY: {"args": "{", "error": "cut off"}},
+        tool_call("a", {}, id="ok"),
+        tool_call("a", {}, id="twin"),
+    ]
+    twins = StepTwins.of(calls, "s")
+    assert twins.firsts == (None, None, 1)
+    assert dict(twins.twin_of) == {"twin": "ok"} and twins.grouped == {"ok", "twin"}

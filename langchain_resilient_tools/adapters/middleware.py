@@ -25,6 +25,7 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import thread_id_of
 from ..observe.stats import StatsSnapshot
+from ..pipeline.dedup.twins import MessageTwins
 from ..pipeline.driver import Outcome, Pipeline
 from ..pipeline.repair.logic import Repaired
 from ..pipeline.repair.stage import note_dropped
@@ -87,6 +88,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._names_checked = False
         self._carried: dict[str, Repaired] = {}
         """Repairs made to invalid calls in `after_model`, by call id, until they run."""
+        self._twins = MessageTwins()
+        """Which calls of the turn are identical: one runs, its twins share its outcome."""
 
     def _asks_person(self, name: str) -> bool:
         """Whether an unknown outcome of tool `name` is a question for a person."""
@@ -143,6 +146,9 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             store=getattr(runtime, "store", None),
             rerun=rerun,
         )
+        twins = self._twins(request.state)  # the turn's identical calls (invariant 8)
+        if twins is not None:
+            twins.place(call)
         carried = self._carried.pop(call.id, None)  # repaired in `after_model`
         if carried is not None:
             call.record.repairs.extend(carried.repairs)

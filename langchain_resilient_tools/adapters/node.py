@@ -34,7 +34,7 @@ from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
 from ..runtime.offload import bridged, offloaded
 from ..state.graph import ERRORS_KEY, DroppedRecordsWarning
-from .context import INPUT_TYPE, RERUN, TWINLESS
+from .context import INPUT_TYPE, RERUN, TWINS
 from .node_io import HandleToolErrors
 from .node_step import StepNode
 from .review import with_question
@@ -148,9 +148,11 @@ class ResilientToolNode(StepNode):
             store=getattr(request.runtime, "store", None),
             passthrough_unknown=self._user_wrap is not None or self._user_awrap is not None,
             tool_validates=self._handle is not True,  # ToolNode's own handling decides
-            twinless=TWINLESS.get(),
             rerun=RERUN.get(),  # a write a person chose to run again
         )
+        twins = TWINS.get()
+        if twins is not None:  # the step, and the first of identical calls it runs for
+            twins.place(call)
         if bad is not None:
             call.raw_args = bad.get("args")
             call.parse_error = bad.get("error") or "the arguments are not valid JSON"

@@ -25,13 +25,13 @@ from langgraph.runtime import Runtime
 
 from ..core.call import Call
 from ..core.tools import thread_id_of
-from ..pipeline.dedup.logic import first_twins
+from ..pipeline.dedup.twins import StepTwins
 from ..pipeline.driver import Pipeline
 from ..runtime.executor import dispatch_pool
 from ..runtime.steploop import run_step, step_loop
 from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
 from ..text.envelope import take_error_record
-from .context import INPUT_TYPE, TWINLESS
+from .context import INPUT_TYPE, TWINS
 from .node_review import ReviewedSteps
 from .rollback import annotate, finish_node_step
 
@@ -55,8 +55,9 @@ class StepNode(ReviewedSteps):
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
-        twins = first_twins(tool_calls)  # the index of each call's earlier twin, if any
-        token = TWINLESS.set(all(j is None for j in twins))
+        step = StepTwins.of(tool_calls)
+        twins = list(step.firsts)  # the index of each call's earlier twin, if any
+        token = TWINS.set(step)
         try:
             if self._reviewed_step(tool_calls):  # a write may ask a person
                 outputs = self._reviewed(tool_calls, runtimes, twins, input_type, config)
@@ -72,7 +73,7 @@ class StepNode(ReviewedSteps):
             else:
                 outputs = self._run_all_threaded(tool_calls, runtimes, twins, input_type, config)
         finally:
-            TWINLESS.reset(token)
+            TWINS.reset(token)
         output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
         return self._after_step(output, input, config)
 
@@ -149,8 +150,9 @@ class StepNode(ReviewedSteps):
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
         INPUT_TYPE.set(input_type)  # read by `_awrap` for sync tools; tasks copy it
-        twins = first_twins(tool_calls)
-        token = TWINLESS.set(all(j is None for j in twins))
+        step = StepTwins.of(tool_calls)
+        twins = list(step.firsts)
+        token = TWINS.set(step)
         try:
             if self._reviewed_step(tool_calls):  # a write may ask a person
                 outputs = await self._areviewed(tool_calls, runtimes, twins, input_type, config)
@@ -160,7 +162,7 @@ class StepNode(ReviewedSteps):
                 run = partial(_call_with_type, self._arun_one, input_type)
                 outputs = await self._arun_all(tool_calls, runtimes, twins, config, run=run)
         finally:
-            TWINLESS.reset(token)
+            TWINS.reset(token)
         output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
         return self._after_step(output, input, config)
 

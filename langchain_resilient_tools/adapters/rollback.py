@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveM
 from langgraph.types import Command
 
 from ..core.errors import ToolErrorType
-from ..pipeline.dedup.stage import EXTRAS_KEY
+from ..pipeline.dedup.graph_state import EXTRAS_KEY, answered_entries, pointing_like
 from ..pipeline.driver import Outcome
 from ..state.graph import LEDGER_KEY
 from ..text import messages as m
@@ -70,8 +70,8 @@ def annotate(answer: T, outcome: Outcome) -> T:
         return answer
     marks: dict[str, Any] = {}
     entries = outcome.call.extras.get(EXTRAS_KEY)
-    if entries:
-        marks[LEDGER_META] = dict(entries)
+    if entries:  # the entry of the call's own result points at `answer` (if it holds it)
+        marks[LEDGER_META] = answered_entries(entries, answer, outcome.call)
     if wants_rollback(outcome):
         marks[ROLLBACK_META] = {
             "guidance": guidance(outcome),
@@ -103,8 +103,15 @@ def pop_ledger(messages: Sequence[ToolMessage]) -> dict[str, Any]:
     for msg in messages:
         for key, data in (msg.response_metadata.pop(LEDGER_META, None) or {}).items():
             old = entries.get(key)
-            if old is None or data.get("repeats", 0) >= old.get("repeats", 0):
-                entries[key] = data  # the most repeats is the latest word on a key
+            if old is None:
+                entries[key] = data
+                continue
+            # The most repeats is the latest word on a key; it points at the message
+            # holding the result when the other word on it does (twins of one step).
+            newer, other = (
+                (data, old) if data.get("repeats", 0) >= old.get("repeats", 0) else (old, data)
+            )
+            entries[key] = pointing_like(newer, other)
     return entries
 
 

@@ -154,7 +154,7 @@ class ResilientTool(BaseTool):
             valid_tools=(self.name,),
             injected=injected,
             thread_id=thread_id_of(config),
-            extras={"step": step_id_of(config)},
+            step=step_id_of(config),
             deadline=deadline_of(config),
             offload=not self._native_async,
             store=graph_store(config),

@@ -95,6 +95,13 @@ class Call:
     twinless: bool = False
     """No call identical to this one is in its step (the node knows its siblings): with
     no thread and no ledger in the state, dedup has nothing to decide for it."""
+    step: str | None = None
+    """The step the call belongs to, as its adapter knows it (one run of a node's step,
+    the AIMessage of an agent's turn, the graph task of a wrapped tool), if any."""
+    twin_of: str | None = None
+    """The id of the first call identical to this one in its step (its AIMessage), when
+    the adapter knows the step's calls and this one is not that first: it waits for that
+    call and shares its outcome (`pipeline.dedup.twins`)."""
     tool_validates: bool = False
     """The tool's own argument validation answers, not the pipeline's: its errors then
     reach the adapter's error handling as the tool raised them (a node with its own

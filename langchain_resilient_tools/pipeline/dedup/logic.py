@@ -62,9 +62,12 @@ class Entry:
     a checkpoint), answered with what that call returned, not as a repeat."""
     done: concurrent.futures.Future[None] | None = field(default=None, repr=False)
     """Resolved when a ``pending`` call finishes (in memory only)."""
+    step: str | None = field(default=None, repr=False)
+    """The step of the call that made the entry (`Call.step`; in memory only)."""
 
     def persisted(self, tool: str) -> dict[str, Any]:
-        """The plain-dict form kept in graph state."""
+        """The plain-dict form kept in graph state (which leaves ``content`` out where
+        the message answering `call_id` holds it, see `pipeline.dedup.stage.state_form`)."""
         return {
             "tool": tool,
             "status": self.status,
@@ -111,8 +114,7 @@ def scope_of(call: Call) -> str | None:
                 if ids:
                     return "calls:" + "\x1f".join(ids)
                 break
-    step = call.extras.get("step")
-    return f"step:{step}" if step else None
+    return f"step:{call.step}" if call.step else None
 
 
 def run_untracked(call: Call) -> Call:

@@ -2,11 +2,14 @@
 
 The key is `core.key.call_key` (tool name and canonical arguments, or `ToolPolicy.dedup_key`),
 scoped by conversation thread (no thread: the model message, see `scope_of`). What happens is decided
-by `pipeline.dedup.logic.decide`. Identical calls running at the same time are decided once: a read
-waits for the first and reuses its result, a write is blocked. Entries come from this
-pipeline's in-memory ledger, or from the graph state's ``tool_ledger`` (so dedup
-survives checkpoints and restarts); new entries are left in ``call.extras["ledger"]``
-for the adapter to write back to the state.
+by `pipeline.dedup.logic.decide`. Identical calls of one step are one logical call: the first
+runs, its twins wait for it and share its outcome (`pipeline.dedup.twins`). Identical calls
+of different steps running at the same time are decided once: a read waits for the first
+and reuses its result, a write is blocked. Entries come from this pipeline's in-memory
+ledger, or from the graph state's ``tool_ledger`` (so dedup survives checkpoints and
+restarts); new entries are left on the call for the adapter to write back to the state,
+where they point at the thread's messages rather than copy them
+(`pipeline.dedup.graph_state`).
 """
 
 from __future__ import annotations
@@ -16,24 +19,25 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import ToolMessage
+from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from ...core.call import Call
 from ...core.errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
 from ...core.key import call_key
 from ...core.policy import ResolvedPolicy
-from ...state.graph import LEDGER_KEY
 from ...text import messages as m
 from ...text.classify import classify
-from ...text.envelope import _content_of
+from ...text.envelope import _content_of, is_message_list
 from ...text.redact import redact
-from ...text.truncate import text_of, truncate
+from ...text.truncate import text_of
 from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
+from .graph_state import forget_if_gone, has_ledger, persist, state_entry
 from .logic import (
     Action,
     Entry,
@@ -46,28 +50,9 @@ from .logic import (
     scope_of,
 )
 from .shared import shared_begin
-
-STATE_CONTENT_CHARS = 8000
-"""Cap on a result kept in graph state for reuse (unless `max_result_chars` is lower)."""
+from .twins import Share, Twins
 
 Waiter = concurrent.futures.Future[None]
-
-EXTRAS_KEY = "ledger"
-"""``call.extras`` key of the ledger entries the adapter writes to graph state."""
-
-
-def state_entry(state: Any, key: str) -> Entry | None:
-    """The entry for `key` in the graph state's ``tool_ledger``, if any."""
-    if not isinstance(state, Mapping):
-        return None
-    ledger = state.get(LEDGER_KEY)
-    section = ledger.get("dedup") if isinstance(ledger, Mapping) else None
-    data = section.get(key) if isinstance(section, Mapping) else None
-    return Entry.restore(data) if isinstance(data, Mapping) else None
-
-
-def _has_ledger(state: Any) -> bool:
-    return isinstance(state, Mapping) and LEDGER_KEY in state
 
 
 def _wait_limit(call: Call) -> float:
@@ -87,6 +72,7 @@ class DedupStage(Stage):
         super().__init__(env)
         self._lock = threading.Lock()
         self._ledgers: dict[str, Ledger] = {}
+        self._twins = Twins()
 
     def _ledger(self, call: Call) -> Ledger:
         ledger = self._ledgers.get(call.name)
@@ -107,7 +93,9 @@ class DedupStage(Stage):
         with self._lock:
             ledger = self._ledger(call)
             entry = ledger.get(scoped)
-            if entry is None:
+            if entry is not None:
+                forget_if_gone(call, entry)
+            else:
                 entry = state_entry(call.state, key)
                 if entry is not None and ledger.fresh(entry):
                     ledger.put(scoped, entry)
@@ -116,7 +104,9 @@ class DedupStage(Stage):
             action = decide(mode, call.idempotent, entry, call.id)
             if action in (Action.RUN, Action.WARN):
                 repeats = 0 if entry is None else entry.repeats + 1
-                entry = Entry("pending", repeats=repeats, at=ledger.clock(), call_id=call.id)
+                entry = Entry(
+                    "pending", repeats=repeats, at=ledger.clock(), call_id=call.id, step=call.step
+                )
                 ledger.put(scoped, entry)
                 return action, entry, None
             assert entry is not None
@@ -166,15 +156,7 @@ class DedupStage(Stage):
             entry.done.set_result(None)
             entry.done = None
 
-    @staticmethod
-    def _persist(call: Call, key: str, entry: Entry) -> None:
-        if entry.status == "pending" or not _has_ledger(call.state):
-            return  # only finished calls, and only for a graph state that keeps them
-        data = entry.persisted(call.name)
-        if data["content"] is not None:
-            cap = call.resolved.policy.max_result_chars or STATE_CONTENT_CHARS
-            data["content"] = truncate(data["content"], min(cap, STATE_CONTENT_CHARS))
-        call.extras.setdefault(EXTRAS_KEY, {})[key] = data
+    _persist = staticmethod(persist)
 
     # -- answers ---------------------------------------------------------------------
 
@@ -212,7 +194,7 @@ class DedupStage(Stage):
         mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
         if mode == "off":
             return True
-        if call.twinless and not call.thread_id and not _has_ledger(call.state):
+        if call.twinless and not call.thread_id and not has_ledger(call.state):
             # Scoped by its message, which holds nothing identical: nothing to decide.
             return True
         return scope_of(call) is None
@@ -261,30 +243,55 @@ class DedupStage(Stage):
             self._notice(call, entry, m.DEDUP_WARN)
         return False, None
 
+    def _grouped(self, call: Call) -> bool:
+        """Whether `call` may have identical siblings in its step that share its outcome
+        (`pipeline.dedup.twins`); ``warn`` runs each of them, as the user asked."""
+        if call.twinless or call.step is None:
+            return False
+        return effective_mode(call.resolved.policy.dedup, call.idempotent) != "warn"
+
     def wrap(self, call: Call, call_next: Next) -> Any:
         if self._off(call):
             return call_next(call)
         key = call_key(call)
-        action, entry, waiter, end, abort = self._decide(call, key)
-        if waiter is not None:
-            with contextlib.suppress(concurrent.futures.TimeoutError):
-                waiter.result(timeout=_wait_limit(call))
-            action, entry, waiter, end, abort = self._decide(call, key)
-        answered, answer = self._settle(call, action, entry)
-        if answered:
-            return answer
-        if action is Action.WAIT:
-            return call_next(run_untracked(call))
+        joined = self._twins.join(call, key) if self._grouped(call) else None
+        group = None
+        if joined is not None:
+            group, leads = joined
+            if not leads:  # a twin runs for this call: wait for it, then take a share
+                if not group.settled:
+                    group.wait(_wait_limit(call))
+                if group.share is not None:
+                    return group.share.answer(call)
+                group = None  # the ledger decides, as for any repeat
+        share: Share | None = None
         try:
-            value = call_next(call)
-        except Exception as exc:
-            end(None, exc)
-            raise
-        except BaseException:
-            abort()
-            raise
-        end(value, None)
-        return value
+            action, entry, waiter, end, abort = self._decide(call, key)
+            if waiter is not None:
+                with contextlib.suppress(concurrent.futures.TimeoutError):
+                    waiter.result(timeout=_wait_limit(call))
+                action, entry, waiter, end, abort = self._decide(call, key)
+            answered, answer = self._settle(call, action, entry)
+            if answered:
+                return answer
+            if action is Action.WAIT:
+                return call_next(run_untracked(call))
+            shown = len(call.record.notices)
+            try:
+                value = call_next(call)
+            except Exception as exc:
+                end(None, exc)
+                share = _failure_share(exc, entry)
+                raise
+            except BaseException:
+                abort()
+                raise
+            end(value, None)
+            share = _value_share(call, entry, value, shown)
+            return value
+        finally:
+            if group is not None:
+                group.settle(share)
 
     def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         if self._off(call):
@@ -293,23 +300,64 @@ class DedupStage(Stage):
 
     async def _awrap_on(self, call: Call, call_next: AsyncNext) -> Any:
         key = call_key(call)
+        joined = self._twins.join(call, key) if self._grouped(call) else None
+        group = None
+        if joined is not None:
+            group, leads = joined
+            if not leads:  # a twin runs for this call: wait for it, then take a share
+                if not group.settled:
+                    await group.await_(_wait_limit(call))
+                if group.share is not None:
+                    return group.share.answer(call)
+                group = None  # the ledger decides, as for any repeat
         shared = backend_for(self.env, call) is not None  # the ledger is in a store
-        action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
-        if waiter is not None:
-            await asyncio.wait({asyncio.wrap_future(waiter)}, timeout=_wait_limit(call))
-            action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
-        answered, answer = self._settle(call, action, entry)
-        if answered:
-            return answer
-        if action is Action.WAIT:
-            return await call_next(run_untracked(call))
+        share: Share | None = None
         try:
-            value = await call_next(call)
-        except Exception as exc:
-            await off_loop(shared, end, None, exc)
-            raise
-        except BaseException:
-            abort()  # cancelled: recorded at once, no further await
-            raise
-        await off_loop(shared, end, value, None)
-        return value
+            action, entry, waiter, end, abort = await off_loop(shared, self._decide, call, key)
+            if waiter is not None:
+                await asyncio.wait({asyncio.wrap_future(waiter)}, timeout=_wait_limit(call))
+                action, entry, waiter, end, abort = await off_loop(
+                    shared, self._decide, call, key
+                )
+            answered, answer = self._settle(call, action, entry)
+            if answered:
+                return answer
+            if action is Action.WAIT:
+                return await call_next(run_untracked(call))
+            shown = len(call.record.notices)
+            try:
+                value = await call_next(call)
+            except Exception as exc:
+                await off_loop(shared, end, None, exc)
+                share = _failure_share(exc, entry)
+                raise
+            except BaseException:
+                abort()  # cancelled: recorded at once, no further await
+                raise
+            await off_loop(shared, end, value, None)
+            share = _value_share(call, entry, value, shown)
+            return value
+        finally:
+            if group is not None:
+                group.settle(share)
+
+
+def _failure_share(exc: Exception, entry: Entry | None) -> Share | None:
+    """What the twins of a call that failed with `exc` take: the same failure, unless
+    the ledger answers them (a write whose outcome is unknown is blocked, never asked
+    about twice) or it is LangGraph control flow (each twin then goes its own way)."""
+    if isinstance(exc, GraphBubbleUp) or entry is None or entry.status != "failed":
+        return None
+    return Share(exc=exc)
+
+
+def _value_share(call: Call, entry: Entry | None, value: Any, shown: int) -> Share | None:
+    """What the twins of a call answered with `value` take: the ledger's answer when it
+    keeps the result; the same answer when it was not the tool's own (a fallback's,
+    with the notices the stages inside dedup added after the first `shown`)."""
+    if entry is None or entry.status != "failed":
+        return None
+    if isinstance(value, Command) or is_message_list(value):
+        return None  # a Command answers its own call id only: each twin runs
+    record = call.record
+    return Share(value=value, served_by=record.served_by, notices=tuple(record.notices[shown:]))
