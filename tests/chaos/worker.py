@@ -105,6 +105,10 @@ CALLS = (("call-1", "alice@example.com"), ("call-2", "bob@example.com"))
 
 _kill: str | None = None
 """This process's kill point (set once per process by `run`)."""
+_locks: list[Any] = []
+"""The locks of this process's saver and store: held by a worker that hangs itself, so
+that it never hangs in the middle of a write (a SQLite write lock would stop every
+other worker, which is not what the replica scenario is about)."""
 
 
 def reach(point: str) -> None:
@@ -117,6 +121,8 @@ def reach(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     elif _kill == f"stop_{point}":
         _kill = None
+        for lock in _locks:
+            lock.acquire(timeout=10)
         os.kill(os.getpid(), signal.SIGSTOP)
 
 
@@ -387,6 +393,7 @@ def run(sc: dict[str, Any], role: str = "first", ready: Any = None) -> dict[str,
     start = time.perf_counter()
     try:
         with storage(sc) as (saver, store):
+            _locks[:] = [x.lock for x in (saver, store) if x is not None]
             app = build(sc, saver, store)
             saved = saver.get_tuple(config) is not None
             payload = None if saved else {"messages": [HumanMessage("email alice and bob")]}
