@@ -7,7 +7,8 @@ Every configuration (`tests.chaos.worker.CONFIGS`: the baselines `ToolNode` and
 `ToolNode` + `ToolRetryMiddleware`, then our adapters) on every storage (SQLite and
 PostgreSQL, with a store and with the checkpointer only; PostgreSQL when a throwaway
 server starts) is killed at every point (the worker's own points, two replicas, and
-random moments, which get three shares of the kills), round robin until ``--kills``
+random moments, which get three shares of the kills), round robin (in a seeded
+shuffled order) until ``--kills``
 kills are played. Each kill is one agent step that sends two emails; a fresh worker
 resumes the thread (`tests.chaos.harness`).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import random
 import sys
 import tempfile
 import time
@@ -41,8 +43,10 @@ POINT_CYCLE = (*POINTS, "replicas", "random", "random", "random")
 
 
 def plan(kills: int, configs: Sequence[str], storages: Sequence[str], points: Sequence[str], seed: int) -> list[harness.Kill]:  # fmt: skip
-    """`kills` kills, round robin over every configuration x storage x point."""
+    """`kills` kills, round robin over every configuration x storage x point (in a
+    seeded shuffled order, so that a short run still spreads over all of them)."""
     cells = list(itertools.product(configs, storages, points))
+    random.Random(seed).shuffle(cells)
     out = []
     for i in range(kills):
         config, storage, point = cells[i % len(cells)]

@@ -157,3 +157,12 @@ def test_postgres(chaos: Chaos, pg_url: str, kill: Kill) -> None:
             assert outcome.silent_duplicates >= 1, outcome
         return
     check_targets(outcome)
+
+
+def test_the_bench_plays_and_tabulates_a_few_kills() -> None:
+    from bench import crash
+
+    result = crash.run(2, configs=["toolnode"], storages=["sqlite_nostore"], postgres=False, progress=False)  # fmt: skip
+    assert result["kills"] == 2 and result["postgres"].startswith("skipped")
+    assert sum(r["kills"] for r in result["rows"]) == 2
+    assert "effects/call" in crash.table(result)

@@ -308,8 +308,11 @@ def summarise(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str, str], list[Outcome]] = {}
     for o in outcomes:
         groups.setdefault((o.kill.config, o.kill.storage, o.kill.point), []).append(o)
+    order = {
+        name: i for i, name in enumerate((*worker.CONFIGS, *worker.STORAGES, "none", *worker.POINTS, *PARENT_POINTS))
+    }  # fmt: skip
     rows = []
-    for (config, storage, point), group in groups.items():
+    for (config, storage, point), group in sorted(groups.items(), key=lambda g: [order.get(k, 99) for k in g[0]]):  # fmt: skip
         effects = [n for o in group for n in o.effects.values()]
         settled: Counter[str] = sum((o.settled for o in group), Counter())
         rows.append({

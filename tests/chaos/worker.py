@@ -182,7 +182,9 @@ def lookup(folder: Path) -> Callable[[VerifyInfo], str | None]:
 
 def decide(folder: Path, review: dict[str, Any]) -> dict[str, Any]:
     """What a person answers about an unknown outcome: they look at the outbox."""
-    sent = [r for r in read_lines(folder / "outbox.jsonl") if r["call_id"] == review["tool_call_id"]]
+    sent = [
+        r for r in read_lines(folder / "outbox.jsonl") if r["call_id"] == review["tool_call_id"]
+    ]
     choice = "done" if sent else "run_again"
     append_line(folder / "person.jsonl", {"call_id": review["tool_call_id"], "choice": choice})
     if sent:
