@@ -27,6 +27,7 @@ OPTIONAL = (
     "bench_backends",
     "bench_journal",
     "bench_checkpoints",
+    "crash",
 )
 """Benchmark modules owned elsewhere; each is run through its ``main()`` if present."""
 
