@@ -9,9 +9,9 @@ calls left unanswered, silent duplicate sends, false answers, how each call was 
 
 - Baselines (`ToolNode`, `ToolNode` + `ToolRetryMiddleware`): reported, not held to the
   targets; a kill between the send and its return must show the harness a duplicate.
-- Our adapters: 0 silent duplicates, 0 unanswered calls, 0 false answers; with
-  ``verify=`` exactly one email per call. Until the write journal lands these targets
-  are expected to fail: `JOURNAL_LANDED` is the one switch.
+- Our adapters (the write journal, `langchain_resilient_tools.pipeline.journal`):
+  0 silent duplicates, 0 unanswered calls, 0 false answers; with ``verify=`` exactly one
+  email per call.
 
 SQLite alone plays well over 100 kills (`SQLITE_KILLS`); ``python -m bench.crash``
 plays 1,000 and prints the table.
@@ -29,12 +29,6 @@ from tests import pg
 from tests.chaos import harness
 from tests.chaos.harness import Chaos, Kill, Outcome
 from tests.chaos.worker import BASELINES, CONFIGS, POINTS, setup_postgres
-
-JOURNAL_LANDED = False
-"""Flip to `True` when the write journal (issue 26) is in: our adapters' targets are
-then asserted; until then a missed target is an expected failure (`check_targets`)."""
-
-PENDING = "write journal (issue 26) not landed"
 
 OURS = tuple(c for c in CONFIGS if c not in BASELINES)
 KILL_POINTS = (*POINTS, "replicas")
@@ -99,10 +93,8 @@ def violations(outcome: Outcome) -> list[str]:
 
 
 def check_targets(outcome: Outcome) -> None:
-    """The targets of issue 26, asserted once the journal is in (`JOURNAL_LANDED`)."""
+    """The targets of issue 26: no silent duplicate, no unanswered call, no false answer."""
     missed = violations(outcome)
-    if missed and not JOURNAL_LANDED:
-        pytest.xfail(f"{PENDING}: {'; '.join(missed)} ({dict(outcome.settled)})")
     assert not missed, f"{outcome.kill.name}: {missed}; settled {dict(outcome.settled)}"
 
 

@@ -13,10 +13,19 @@ from ..core.errors import UsageError
 from .backend import MemoryBackend, StateBackend, StoreBackend
 
 
+def _is_a(obj: Any, modules: tuple[str, ...], name: str | None = None) -> bool:
+    """Whether `obj`'s class, or a class it derives from, comes from one of `modules`
+    (and is called `name`): checked without importing optional packages."""
+    return any(
+        cls.__module__.startswith(modules) and (name is None or cls.__name__ == name)
+        for cls in type(obj).__mro__
+    )
+
+
 def _sqlite_file(store_or_saver: Any) -> str | None:
-    """The database file of a LangGraph SQLite store or saver (`None`: not one, or in memory)."""
-    module = type(store_or_saver).__module__
-    if not module.startswith(("langgraph.store.sqlite", "langgraph.checkpoint.sqlite")):
+    """The database file of a LangGraph SQLite store or saver, or of a subclass (`None`:
+    not one, or in memory)."""
+    if not _is_a(store_or_saver, ("langgraph.store.sqlite", "langgraph.checkpoint.sqlite")):
         return None
     from .sqlite import database_file
 
@@ -62,10 +71,10 @@ def checkpointer_backend(saver: Any) -> StateBackend | None:
         from .sqlite import SqliteBackend
 
         return SqliteBackend(path)
-    if type(saver).__name__ == "PostgresSaver":
+    if _is_a(saver, ("langgraph.checkpoint.postgres",), "PostgresSaver"):
         try:
-            from .postgres import PostgresBackend
+            from .postgres import OwnConnection, PostgresBackend
         except ImportError:  # pragma: no cover - the saver comes with the package
             return None
-        return PostgresBackend(saver)
+        return PostgresBackend(OwnConnection(saver.conn))
     return None

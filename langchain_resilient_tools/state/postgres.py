@@ -48,6 +48,33 @@ def is_postgres_store(store: BaseStore) -> bool:
     return isinstance(store, PostgresStore)
 
 
+class OwnConnection:
+    """A connection of our own to the database of a psycopg connection that is someone
+    else's (a ``PostgresSaver``'s, which runs its statements in pipeline mode under its
+    own lock: sharing it would interleave with them). Opened on first use, autocommit,
+    with the same connection parameters and password; a pool is shared as it is (each
+    operation takes its own connection from it)."""
+
+    def __init__(self, theirs: Any) -> None:
+        self._theirs = theirs
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def conn(self) -> Any:
+        if callable(getattr(self._theirs, "connection", None)):
+            return self._theirs  # a ConnectionPool
+        with self._lock:
+            if self._conn is None or self._conn.closed:
+                import psycopg
+
+                info = self._theirs.info
+                self._conn = psycopg.connect(
+                    info.dsn, password=info.password, autocommit=True, prepare_threshold=0
+                )
+            return self._conn
+
+
 class PostgresBackend:
     """A `StateBackend` on a ``PostgresStore``'s connection (see the module docstring)."""
 

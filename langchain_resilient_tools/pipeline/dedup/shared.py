@@ -8,8 +8,10 @@ A ``pending`` entry names its owner and a lease (the call's deadline): an entry 
 owner is gone (`runtime.owner`: a dead process on this host, or a lease run out) is not
 "still running". For a read it is as if it failed (the read runs); for a write its
 outcome is unknown: a repeat is blocked as ``unknown_outcome``, and the same call run
-again (a resume) is answered ``unknown_outcome``, unless the write journal, which
-decides resumed writes (`pipeline.journal`), let it run (``JOURNALED``).
+again (a resume) is answered ``unknown_outcome``. A write the journal let run
+(``JOURNALED``: its first run, or a resumed one the journal settled, `pipeline.journal`)
+is not held back by a pending entry of its own call id, whoever owns it: the journal,
+which knows the write's owner and lease, decided.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ def _restore(data: Any, call: Call, now: float) -> Entry | None:
             at=data.get("at") or 0.0,
             call_id=str(data.get("call_id") or ""),
         )
+        if entry.call_id == call.id and call.extras.get(JOURNALED):
+            entry.status = "failed"  # the journal settled this very write: let it run
+            return entry
         owner = data.get("owner")
         if not alive(owner if isinstance(owner, dict) else None, float(data.get("lease_until") or 0), now):
             entry.status = _orphaned(call, entry)
@@ -67,11 +72,7 @@ def _restore(data: Any, call: Call, now: float) -> Entry | None:
 
 def _orphaned(call: Call, entry: Entry) -> Status:
     """What a pending entry whose owner is gone stands for, to `call`."""
-    if call.idempotent:
-        return "failed"  # a read that never answered: run it
-    if entry.call_id == call.id and call.extras.get(JOURNALED):
-        return "failed"  # the journal settled this very write: let it run
-    return "unknown_outcome"
+    return "failed" if call.idempotent else "unknown_outcome"  # a read runs; a write may have
 
 
 def _pending(call: Call, entry: Entry, now: float) -> dict[str, Any]:

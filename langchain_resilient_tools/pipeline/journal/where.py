@@ -73,7 +73,7 @@ def journal_backend(env: Env, call: Call) -> StateBackend | None:
         return candidates[0]
     if saver is None:
         return None  # no checkpointer: nothing can resume this call after a crash
-    if type(saver).__name__ != "InMemorySaver":
+    if not any(cls.__name__ == "InMemorySaver" for cls in type(saver).__mro__):
         _warn_once(call, saver)
     with _lock:  # one per checkpointer, for every adapter of the process that uses it
         hit = _MEMORIES.get(id(saver))
