@@ -178,6 +178,7 @@ async def test_a_person_decides_an_unknown_outcome_over_the_api(
         thread = (await client.threads.create())["thread_id"]
         await client.runs.wait(thread, "travel", input=human("order tea"))
         state = await client.threads.get_state(thread)
+        before = await journal(client)
     assert state["next"] == ["tools"]
     (question,) = state["interrupts"]
     review = question["value"]
@@ -188,6 +189,13 @@ async def test_a_person_decides_an_unknown_outcome_over_the_api(
     )
     assert set(review["choices"]) == set(EXPECTED)
     assert server.calls(thread, "create_order") == 1  # it ran once, and is not run again yet
+    order_key = journal_key(thread, "create_order", "call_order")
+    lost = before[order_key]  # a resume after a crash would be told the same
+    assert (lost["kind"], lost["outcome"], lost["failure"]["error"]) == (
+        "receipt",
+        "error",
+        "unknown_outcome",
+    )
 
     resume: dict[str, Any] = {"choice": choice}
     if choice == "done":
@@ -195,11 +203,17 @@ async def test_a_person_decides_an_unknown_outcome_over_the_api(
     async with connect(server) as client:
         await client.runs.wait(thread, "travel", command={"resume": resume})
         state = await client.threads.get_state(thread)
+        after = await journal(client)
     assert state["next"] == [] and not state["interrupts"]
     note, content, runs = EXPECTED[choice]
     answer = answers(state)["call_order"]["content"]
     assert note in answer and content in answer
     assert server.calls(thread, "create_order") == runs
+    rerun = after.get(f"{order_key}:rerun")  # a person's rerun is journaled apart
+    assert (rerun is not None) == (choice == "run_again")
+    if rerun is not None:
+        assert rerun["outcome"] == "success" and rerun["content"].startswith("order ")
+        assert rerun["content"] in answer
     assert state["values"]["messages"][-1]["content"] == "Your order is in."
 
 
