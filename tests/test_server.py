@@ -77,8 +77,12 @@ def journal_key(thread: str, tool: str, call_id: str) -> str:
 
 async def journal(client: Any) -> dict[str, dict[str, Any]]:
     """Every entry of the write journal in the server's store, by key, decoded."""
-    found = await client.store.search_items(JOURNAL, limit=100)
-    return {item["key"]: decode(item["value"]) for item in found["items"]}
+    entries: dict[str, dict[str, Any]] = {}
+    while True:
+        page = (await client.store.search_items(JOURNAL, limit=100, offset=len(entries)))["items"]
+        entries.update((item["key"], decode(item["value"])) for item in page)
+        if len(page) < 100:
+            return entries
 
 
 def served_by(message: dict[str, Any]) -> str | None:
