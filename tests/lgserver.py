@@ -25,8 +25,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "langgraph_server"
-TROUBLE = ("state store failed", "BlockingError", "Synchronous calls to", "Traceback")
-"""Server log lines that mean a call fell back from the server's store, or blocked its loop."""
+TROUBLE = (
+    "state store failed",
+    "journal: ",
+    "no durable place for its write journal",
+    "BlockingError",
+    "Synchronous calls to",
+    "Traceback",
+)
+"""Server log lines that mean a call fell back from the server's store (shared state or
+the write journal), or blocked its loop."""
 READY_TIMEOUT_S = 90.0
 """How long a server may take to answer ``/ok`` (imports on a loaded CI machine)."""
 

@@ -2,19 +2,26 @@
 
 A LangGraph server runs many graphs on one event loop: the breaker, dedup and cache
 operations of an async call reach the store off the loop, so a slow store stalls only
-the call that waits for it, never the other coroutines.
+the call that waits for it, never the other coroutines. The same holds for the write
+journal, on a store like LangGraph Server's own (`LoopStore`: LangGraph's async batching,
+whose sync methods refuse to run on its event loop), also when a run is cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.store.base import Op, Result
+from langgraph.store.base import Op, PutOp, Result
+from langgraph.store.base.batch import AsyncBatchedBaseStore
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import (
@@ -24,7 +31,10 @@ from langchain_resilient_tools import (
     ResilientToolsState,
     ToolPolicy,
 )
+from langchain_resilient_tools.core.idempotency import derive_key
+from langchain_resilient_tools.state.backend import NAMESPACE, decode
 from langchain_resilient_tools.testing import tool_call
+from tests.conftest import _LOOPS, Harness
 from tests.tools import CALLS, ok_tool
 
 POLICY = ToolPolicy(
@@ -104,3 +114,138 @@ def test_the_wrapper_reaches_a_slow_store_off_the_event_loop() -> None:
     assert not store.timed_out
     assert store.waited_in and loop_thread not in store.waited_in
     assert CALLS["get_weather"] == 1  # the second call was answered from the store
+
+
+# -- the write journal on a store like LangGraph Server's --------------------------------
+
+JOURNAL = (NAMESPACE, "journal")
+
+
+class LoopStore(AsyncBatchedBaseStore):
+    """An in-memory store behind LangGraph's async batching, as LangGraph Server gives a
+    graph (``runtime.store``): made on an event loop, its sync methods raise when called
+    on that loop, and work from any other thread. `abandoned` is set when an intent is
+    written with its lease given up (a cancelled write)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = InMemoryStore()
+        self.abandoned = asyncio.Event()
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return self.inner.batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        for op in ops:
+            if isinstance(op, PutOp) and op.namespace == JOURNAL and op.value is not None:
+                entry = decode(op.value)
+                if entry["kind"] == "intent" and entry["lease_until"] == 0.0:
+                    self.abandoned.set()
+        return self.inner.batch(ops)
+
+
+@pytest.fixture
+def async_harness(harness: Harness) -> Harness:
+    if harness.mode == "sync":
+        pytest.skip("a loop-bound store is reached from the async path")
+    return harness
+
+
+@pytest.fixture
+def store(async_harness: Harness) -> Iterator[LoopStore]:
+    """A `LoopStore` on the loop the harness runs its graphs on (its batching task ends
+    with the test, before the loop is closed)."""
+    harness = async_harness
+    harness.loop = loop = asyncio.new_event_loop()
+    _LOOPS.append(loop)
+
+    async def make() -> LoopStore:
+        return LoopStore()
+
+    made = loop.run_until_complete(make())
+    yield made
+    task = made._task
+    if task is not None and not loop.is_closed():
+        task.cancel()
+        loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith("langchain_resilient_tools")
+    ]
+
+
+def _entry(harness: Harness, store: LoopStore, key: str) -> Any:
+    assert harness.loop is not None
+    item = harness.loop.run_until_complete(store.aget(JOURNAL, key))
+    return None if item is None else decode(item.value)
+
+
+def _payload(harness: Harness, ai: AIMessage) -> dict[str, Any]:
+    return {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
+
+
+def test_the_journal_keeps_writes_in_a_loop_bound_store(
+    async_harness: Harness, store: LoopStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A write's receipt lands in the graph's async store, and a second run of the same
+    call on the thread is answered from it (nothing falls back, nothing runs twice)."""
+    harness, sent = async_harness, []
+
+    def send_email(to: str) -> str:
+        """Send an email."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c1")])
+    saver = InMemorySaver()
+    config = {"configurable": {"thread_id": "t-async"}}
+    for _ in range(2):  # the same call id again: e.g. a step run again after a crash
+        tool = StructuredTool.from_function(send_email)
+        graph = harness.build([tool], checkpointer=saver, ai=ai, store=store)
+        state = harness.invoke(graph, _payload(harness, ai), config)
+    entry = _entry(harness, store, f"send_email:{derive_key('t-async', 'send_email', 'c1')}")
+    assert entry["kind"] == "receipt" and entry["content"] == "sent to ann"
+    assert sent == ["ann"]
+    answer = [m for m in state["messages"] if isinstance(m, ToolMessage)][-1]
+    assert answer.response_metadata["resilience"]["served_by"] == "journal"
+    assert _warnings(caplog) == []
+
+
+def test_a_cancelled_write_is_marked_in_a_loop_bound_store(
+    async_harness: Harness, store: LoopStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run cancelled while its write runs (a client cancels it; the server shuts down)
+    marks the write's intent as cut short, so that a resume settles it as unknown at
+    once instead of waiting out a lease (the mark is written off the loop)."""
+    harness = async_harness
+    assert harness.loop is not None
+    started = asyncio.Event()
+
+    async def send_email(to: str) -> str:
+        """Send an email."""
+        started.set()
+        await asyncio.Event().wait()  # runs until the run is cancelled
+        return "never"
+
+    tool = StructuredTool.from_function(coroutine=send_email, name="send_email")
+    ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c1")])
+    graph = harness.build([tool], checkpointer=InMemorySaver(), ai=ai, store=store)
+    config = {"configurable": {"thread_id": "t-cancel"}}
+
+    async def cancel_mid_write() -> None:
+        run = asyncio.ensure_future(graph.ainvoke(_payload(harness, ai), config))
+        await started.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        await asyncio.wait_for(store.abandoned.wait(), timeout=10)
+
+    harness.loop.run_until_complete(cancel_mid_write())
+    entry = _entry(harness, store, f"send_email:{derive_key('t-cancel', 'send_email', 'c1')}")
+    assert entry["kind"] == "intent" and entry["lease_until"] == 0.0
+    assert _warnings(caplog) == []

@@ -2,7 +2,8 @@
 
 One server for the module (ten jobs at once); the restart test starts its own twice in
 one folder. What reaches a service is counted in the server's call log
-(`tests.lgserver`), since the tools run in another process.
+(`tests.lgserver`), since the tools run in another process. The write journal is read
+through the SDK's store API and decoded as the package wrote it (`state.backend.decode`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ import pytest
 pytest.importorskip("langgraph_api", reason="langgraph-cli[inmem] (Python 3.11+) is not installed")
 from langgraph_sdk import get_client
 
+from langchain_resilient_tools.core.idempotency import derive_key
+from langchain_resilient_tools.pipeline.journal.logic import args_digest
+from langchain_resilient_tools.state.backend import decode
+from langchain_resilient_tools.text.messages import JOURNAL_REPLAY
 from tests import lgserver
 
 SECRET = "hunter2"
@@ -32,6 +37,10 @@ TRIP_CALLS = {
 }
 BREAKER_THRESHOLD, RATE_ATTEMPTS = 3, 2
 """The example's breaker of `get_exchange_rate` and its attempts per call."""
+JOURNAL = ["langchain_resilient_tools", "journal"]
+"""The write journal's namespace in the server's store."""
+BOOKED = "booked a room at Casa Lisboa"
+"""The example's `book_hotel` answer (its `book` script)."""
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +68,38 @@ def answers(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def errors_of(state: dict[str, Any]) -> list[str]:
     return [record["error"] for record in state["values"].get("tool_errors", [])]
+
+
+def journal_key(thread: str, tool: str, call_id: str) -> str:
+    """The journal's key of one call (the tool, and its idempotency key)."""
+    return f"{tool}:{derive_key(thread, tool, call_id)}"
+
+
+async def journal(client: Any) -> dict[str, dict[str, Any]]:
+    """Every entry of the write journal in the server's store, by key, decoded."""
+    entries: dict[str, dict[str, Any]] = {}
+    while True:
+        page = (await client.store.search_items(JOURNAL, limit=100, offset=len(entries)))["items"]
+        entries.update((item["key"], decode(item["value"])) for item in page)
+        if len(page) < 100:
+            return entries
+
+
+def served_by(message: dict[str, Any]) -> str | None:
+    record = (message.get("response_metadata") or {}).get("resilience") or {}
+    found: str | None = record.get("served_by")
+    return found
+
+
+def assert_booked_once(receipt: dict[str, Any]) -> None:
+    """`receipt` is the journal's record of the example's booking: a receipt (its intent,
+    completed), with the answer the model got and a digest of the arguments only."""
+    assert receipt["kind"] == "receipt" and receipt["outcome"] == "success"
+    assert receipt["tool"] == "book_hotel"
+    assert receipt["content"] == BOOKED
+    assert receipt["args"] == args_digest({"hotel": "Casa Lisboa"})
+    assert receipt["ended"] >= receipt["started"] > 0
+    assert "owner" not in receipt and "lease_until" not in receipt
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +182,7 @@ async def test_a_person_decides_an_unknown_outcome_over_the_api(
         thread = (await client.threads.create())["thread_id"]
         await client.runs.wait(thread, "travel", input=human("order tea"))
         state = await client.threads.get_state(thread)
+        before = await journal(client)
     assert state["next"] == ["tools"]
     (question,) = state["interrupts"]
     review = question["value"]
@@ -151,6 +193,13 @@ async def test_a_person_decides_an_unknown_outcome_over_the_api(
     )
     assert set(review["choices"]) == set(EXPECTED)
     assert server.calls(thread, "create_order") == 1  # it ran once, and is not run again yet
+    order_key = journal_key(thread, "create_order", "call_order")
+    lost = before[order_key]  # a resume after a crash would be told the same
+    assert (lost["kind"], lost["outcome"], lost["failure"]["error"]) == (
+        "receipt",
+        "error",
+        "unknown_outcome",
+    )
 
     resume: dict[str, Any] = {"choice": choice}
     if choice == "done":
@@ -158,11 +207,17 @@ async def test_a_person_decides_an_unknown_outcome_over_the_api(
     async with connect(server) as client:
         await client.runs.wait(thread, "travel", command={"resume": resume})
         state = await client.threads.get_state(thread)
+        after = await journal(client)
     assert state["next"] == [] and not state["interrupts"]
     note, content, runs = EXPECTED[choice]
     answer = answers(state)["call_order"]["content"]
     assert note in answer and content in answer
     assert server.calls(thread, "create_order") == runs
+    rerun = after.get(f"{order_key}:rerun")  # a person's rerun is journaled apart
+    assert (rerun is not None) == (choice == "run_again")
+    if rerun is not None:
+        assert rerun["outcome"] == "success" and rerun["content"].startswith("order ")
+        assert rerun["content"] in answer
     assert state["values"]["messages"][-1]["content"] == "Your order is in."
 
 
@@ -201,11 +256,52 @@ async def test_concurrent_runs_share_one_breaker_in_the_server_store(
     assert server.calls(thread, "get_exchange_rate") == 0
 
 
-def test_a_clean_restart_keeps_the_breaker_the_threads_and_a_pending_question(
+async def test_a_write_keeps_its_receipt_in_the_server_store_and_a_resume_answers_from_it(
+    server: lgserver.Server,
+) -> None:
+    """`book`: a booking and a question for the traveller in one step. The question stops
+    the run; the resume runs the step again, and the booking, which finished before the
+    question, is answered from its receipt in the server's store."""
+    async with connect(server) as client:
+        thread = (await client.threads.create())["thread_id"]
+        await client.runs.wait(thread, "travel", input=human("book a room in Lisbon"))
+        asked = await client.threads.get_state(thread)
+        before = await journal(client)
+    (question,) = asked["interrupts"]
+    assert question["value"] == {"question": "Window or aisle?"}
+    assert server.calls(thread, "book_hotel") == 1
+    assert_booked_once(before[journal_key(thread, "book_hotel", "call_book")])
+    # The question's own intent was withdrawn when it asked: it runs again on resume.
+    assert journal_key(thread, "ask_traveller", "call_ask") not in before
+
+    async with connect(server) as client:
+        await client.runs.wait(thread, "travel", command={"resume": "window"})
+        state = await client.threads.get_state(thread)
+        after = await journal(client)
+    answered = answers(state)
+    assert BOOKED in answered["call_book"]["content"]
+    assert JOURNAL_REPLAY in answered["call_book"]["content"]
+    assert served_by(answered["call_book"]) == "journal"
+    assert answered["call_ask"]["content"] == "window"
+    assert server.calls(thread, "book_hotel") == 1  # not booked twice
+    assert state["next"] == []
+    assert state["values"]["messages"][-1]["content"] == "Your room is booked."
+    assert after[journal_key(thread, "ask_traveller", "call_ask")]["content"] == "window"
+
+
+def test_a_clean_restart_keeps_the_breaker_the_journal_the_threads_and_a_pending_question(
     tmp_path: Path,
 ) -> None:
-    """Two servers, one after the other, in one folder (the in-memory runtime's files)."""
+    """Two servers, one after the other, in one folder (the in-memory runtime's files).
+
+    The journal: a booking made before the restart, in a step a question then stopped,
+    is answered from its receipt after it (the step's answers are not in the checkpoint,
+    and the new server process holds nothing of the old one's)."""
     app = lgserver.copy_example(tmp_path / "app")
+
+    async def kept_journal(server: lgserver.Server) -> dict[str, dict[str, Any]]:
+        async with connect(server) as client:
+            return await journal(client)
 
     async def turn(
         server: lgserver.Server, thread: str | None = None, *, graph: str = "rates_agent",
@@ -221,8 +317,11 @@ def test_a_clean_restart_keeps_the_breaker_the_threads_and_a_pending_question(
         thread, _ = asyncio.run(turn(first))
         _, before = asyncio.run(turn(first, thread))  # the third failure opens the circuit
         order, asked = asyncio.run(turn(first, graph="travel", input=human("order tea")))
+        booking, seat = asyncio.run(turn(first, graph="travel", input=human("book a room")))
     finally:
         first.stop()
+    assert seat["interrupts"][0]["value"] == {"question": "Window or aisle?"}
+    assert first.calls(booking, "book_hotel") == 1
     assert json.loads(answers(before)["call_rate"]["content"])["error"] == "circuit_open"
     assert first.calls(thread, "get_exchange_rate") == BREAKER_THRESHOLD
     assert asked["next"] == ["tools"] and first.calls(order, "create_order") == 1
@@ -232,6 +331,8 @@ def test_a_clean_restart_keeps_the_breaker_the_threads_and_a_pending_question(
         _, after = asyncio.run(turn(second, thread))
         done = {"choice": "done", "result": "order 7 placed"}
         _, resumed = asyncio.run(turn(second, order, graph="travel", command={"resume": done}))
+        kept_after = asyncio.run(kept_journal(second))
+        _, booked = asyncio.run(turn(second, booking, graph="travel", command={"resume": "aisle"}))
     finally:
         second.stop()
     assert first.trouble() == []  # both servers wrote to the one log
@@ -241,6 +342,11 @@ def test_a_clean_restart_keeps_the_breaker_the_threads_and_a_pending_question(
     assert second.calls(thread, "get_exchange_rate") == BREAKER_THRESHOLD  # not called again
     assert "order 7 placed" in answers(resumed)["call_order"]["content"]  # the question survived
     assert resumed["next"] == [] and second.calls(order, "create_order") == 1
+    assert_booked_once(kept_after[journal_key(booking, "book_hotel", "call_book")])
+    booking_answer = answers(booked)["call_book"]
+    assert served_by(booking_answer) == "journal" and BOOKED in booking_answer["content"]
+    assert answers(booked)["call_ask"]["content"] == "aisle"
+    assert second.calls(booking, "book_hotel") == 1  # answered from the journal: not run again
 
 
 def test_the_readme_example_runs_against_the_server(

@@ -4,7 +4,10 @@ The model is scripted so that the example runs offline; any chat model works in 
 place (``init_chat_model("openai:gpt-4.1").bind_tools(TOOLS)``). The first word of the
 user's message picks its script: ``trip`` asks for six tool calls in one turn against
 misbehaving services, ``order`` places an order whose reply is lost (a person decides
-what happens next: the run stops with an interrupt, resumed over the API).
+what happens next: the run stops with an interrupt, resumed over the API), ``book``
+books a hotel and, in the same step, asks the traveller a question (the run stops with
+the question; on resume the step runs again, and the booking it already made is
+answered from the write journal in the server's store instead of being made twice).
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import tools_condition
+from langgraph.types import interrupt
 from travel_services import (
+    book_hotel,
     create_order,
     get_customer,
     get_report,
@@ -30,7 +36,14 @@ from langchain_resilient_tools import (
 from langchain_resilient_tools.prompts import with_tool_error_guidance
 from langchain_resilient_tools.testing import ScriptedChatModel, invalid_call, tool_call
 
-TOOLS = [search_flights, get_report, get_customer, create_order]
+
+@tool
+def ask_traveller(question: str) -> str:
+    """Ask the traveller a question (the run stops until it is resumed with the answer)."""
+    return str(interrupt({"question": question}))
+
+
+TOOLS = [search_flights, get_report, get_customer, create_order, book_hotel, ask_traveller]
 
 TRIP = AIMessage(
     "",
@@ -46,10 +59,18 @@ TRIP = AIMessage(
     ],
 )
 ORDER = AIMessage("", tool_calls=[tool_call("create_order", {"item": "tea"}, id="call_order")])
+BOOK = AIMessage(
+    "",
+    tool_calls=[
+        tool_call("book_hotel", {"hotel": "Casa Lisboa"}, id="call_book"),
+        tool_call("ask_traveller", {"question": "Window or aisle?"}, id="call_ask"),
+    ],
+)
 
 MODELS = {
     "trip": ScriptedChatModel(script=[TRIP, AIMessage("Here is your trip.")], per_turn=True),
     "order": ScriptedChatModel(script=[ORDER, AIMessage("Your order is in.")], per_turn=True),
+    "book": ScriptedChatModel(script=[BOOK, AIMessage("Your room is booked.")], per_turn=True),
 }
 SYSTEM = SystemMessage(with_tool_error_guidance("You are a travel assistant."))
 

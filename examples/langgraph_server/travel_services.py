@@ -71,6 +71,13 @@ def create_order(item: str, idempotency_key: Annotated[str, InjectedToolArg]) ->
 
 
 @tool
+def book_hotel(hotel: str) -> str:
+    """Book a hotel room (its service answers at once)."""
+    record("book_hotel")
+    return f"booked a room at {hotel}"
+
+
+@tool
 def get_exchange_rate(currency: str) -> str:
     """The exchange rate of a currency to the euro (its service is down)."""
     record("get_exchange_rate")

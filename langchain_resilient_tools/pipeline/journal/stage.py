@@ -22,6 +22,11 @@ write whose intent cannot be recorded; ``"open"`` runs it unjournaled (logged). 
 receipt that cannot be written leaves the intent, which a later reader will find
 orphaned (its outcome unknown: true). LangGraph control flow raised through the write (an
 interrupt inside the tool) removes the intent: the tool is meant to run again on resume.
+A write cut short (its run cancelled: a client cancelled it, a server shut down) is
+marked orphaned at once, so a resume settles it without waiting out the lease; on the
+async path a store is marked from a worker thread, since the cancelled task may await
+nothing more and a store's sync methods must not run on the event loop (LangGraph
+Server's own store refuses them there).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from ...core.errors import OrphanedWrite, Recorded, WriteInFlight
 from ...core.idempotency import key_for
 from ...core.policy import ResolvedPolicy
 from ...runtime import deadline as _deadline
+from ...runtime.executor import dispatch_pool
 from ...runtime.lease import keeper
 from ...runtime.owner import me
 from ...state.backend import BackendError, MemoryBackend, StateBackend
@@ -295,7 +301,7 @@ class JournalStage(Stage):
             _finished_here(entry.key, done)
             raise
         except BaseException:
-            entry.abandon()  # cancelled: recorded at once, no further await
+            _abandon_now(entry, remote)  # cancelled: no further await
             _finished_here(entry.key, done)
             raise
         finally:
@@ -303,3 +309,13 @@ class JournalStage(Stage):
         await off_loop(remote, entry.write_receipt, value)
         _finished_here(entry.key, done)
         return value
+
+
+def _abandon_now(entry: _Entry, remote: bool) -> None:
+    """Mark a cancelled write's intent without awaiting: in place for in-process state,
+    else on one of the package's daemon threads (off the event loop, and never holding
+    up an interpreter that exits)."""
+    if remote:
+        dispatch_pool().submit(entry.abandon)
+    else:
+        entry.abandon()
