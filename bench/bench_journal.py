@@ -13,10 +13,8 @@ writes ``bench/results/journal.json``.
 from __future__ import annotations
 
 import sqlite3
-import statistics
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +28,7 @@ from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
 from langchain_resilient_tools.state.choose import as_backend
 
 from . import _util
-from .bench_backends import _postgres
+from .bench_backends import _per_call_us, _postgres
 
 
 def send_email(to: str) -> str:
@@ -80,17 +78,6 @@ def _caller(fn: Any, store: Any, journal: bool) -> Callable[[int], Any]:
         return tool.invoke(tc, config)
 
     return call
-
-
-def _per_call_us(fn: Callable[[int], Any], calls: int, rounds: int) -> tuple[float, list[float]]:
-    per_round, base = [], 0
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for i in range(calls):
-            fn(base + i)
-        per_round.append((time.perf_counter() - start) / calls * 1e6)
-        base += calls
-    return statistics.median(per_round), per_round
 
 
 def _round_trips(store: Any, fn: Any) -> float:

@@ -215,6 +215,21 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     h.close()
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """One throwaway PostgreSQL cluster for the whole session (`tests.pg`), its URL; the
+    tests that need it skip, with the reason, only when it cannot start."""
+    from tests import pg
+
+    cluster = pg.start()
+    if isinstance(cluster, str):
+        pytest.skip(f"no PostgreSQL server: {cluster}")
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture(autouse=True)
 def close_harness_loops() -> Iterator[None]:
     """Every harness keeps one event loop for its runs; close them after each test."""

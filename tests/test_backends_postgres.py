@@ -23,21 +23,15 @@ from langchain_resilient_tools.pipeline.breaker.shared import NS_BREAKER
 from langchain_resilient_tools.state.backend import TABLE
 from langchain_resilient_tools.state.choose import as_backend
 from langchain_resilient_tools.state.postgres import PostgresBackend
-from tests import _pg_workers, pg
+from tests import _pg_workers
 
 
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    cluster = pg.start()
-    if isinstance(cluster, str):
-        pytest.skip(f"no PostgreSQL server: {cluster}")
-    try:
-        with psycopg.connect(cluster.url, autocommit=True) as conn:
-            PostgresStore(conn).setup()
-            conn.execute("CREATE TABLE executions (tool text NOT NULL)")
-        yield cluster.url
-    finally:
-        cluster.stop()
+@pytest.fixture(scope="module")
+def pg_url(postgres_server: str) -> str:
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        PostgresStore(conn).setup()
+        conn.execute("CREATE TABLE IF NOT EXISTS executions (tool text NOT NULL)")
+    return postgres_server
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from tests import pg
 from tests.chaos import harness
 from tests.chaos.harness import Chaos, Kill, Outcome
 from tests.chaos.worker import BASELINES, CONFIGS, POINTS, setup_postgres
@@ -48,15 +47,9 @@ PG_KILLS = _plan(PG_CONFIGS, ("postgres", "postgres_nostore"))
 
 
 @pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    cluster = pg.start()
-    if isinstance(cluster, str):
-        pytest.skip(f"no PostgreSQL server: {cluster}")
-    try:
-        setup_postgres(cluster.url)
-        yield cluster.url
-    finally:
-        cluster.stop()
+def pg_url(postgres_server: str) -> str:
+    setup_postgres(postgres_server)
+    return postgres_server
 
 
 @pytest.fixture(scope="module")

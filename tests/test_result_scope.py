@@ -426,24 +426,16 @@ def test_dedup_never_reaches_past_a_thread(adapter: str, mode: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
+def pg_url(postgres_server: str) -> str:
     import psycopg
     from langgraph.store.postgres import PostgresStore
 
-    from tests import pg
-
-    cluster = pg.start()
-    if isinstance(cluster, str):
-        pytest.skip(f"no PostgreSQL server: {cluster}")
-    try:
-        with psycopg.connect(cluster.url, autocommit=True) as conn:
-            store = PostgresStore(conn)
-            store.setup()
-            for user in ("alice", "bob"):
-                store.put(("users",), user, {"name": user})
-        yield cluster.url
-    finally:
-        cluster.stop()
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        store = PostgresStore(conn)
+        store.setup()
+        for user in ("alice", "bob"):
+            store.put(("users",), user, {"name": user})
+    return postgres_server
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -1,16 +1,13 @@
-"""The shared backend on LangGraph's ``PostgresStore``: atomic operations in one small table.
+"""The shared backend on LangGraph's ``PostgresStore`` (or a ``PostgresSaver``'s database):
+atomic operations in one small table (`state.table`).
 
 `BaseStore` has no compare-and-set, so this backend does not go through the store's
 items: it uses the store's own connection (a psycopg ``Connection`` in autocommit mode,
-or a ``ConnectionPool``) and a table of its own, `TABLE`, created on first use::
+or a ``ConnectionPool``; for a saver, a connection of its own, `OwnConnection`) and the
+table `TABLE`, created on first use::
 
     ns text, key text, kind text, data bytea, expires_at double precision,
     PRIMARY KEY (ns, key)
-
-Every operation is one statement, so each is atomic by itself. `claim` is
-``INSERT ... ON CONFLICT (ns, key) DO UPDATE ... WHERE <the row has expired>``: of any
-number of workers claiming the same key, exactly one gets a row back. Expired rows are
-ignored on read and deleted now and then by `put`.
 """
 
 from __future__ import annotations
@@ -21,27 +18,16 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import BaseStore
 from langgraph.store.postgres import PostgresStore  # ImportError: `as_backend` falls back
 from psycopg.rows import tuple_row
 
 from .backend import TABLE, _guard
-
-_serde = JsonPlusSerializer()
-SWEEP_EVERY = 500
-"""`put`s between two deletions of expired rows."""
+from .table import TableBackend, statements
 
 _SETUP = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     ns text NOT NULL, key text NOT NULL, kind text NOT NULL, data bytea NOT NULL,
     expires_at double precision NOT NULL, PRIMARY KEY (ns, key))"""
-_GET = f"SELECT kind, data FROM {TABLE} WHERE ns = %s AND key = %s AND expires_at > %s"
-_PUT = f"""INSERT INTO {TABLE} (ns, key, kind, data, expires_at) VALUES (%s, %s, %s, %s, %s)
-    ON CONFLICT (ns, key) DO UPDATE SET kind = EXCLUDED.kind, data = EXCLUDED.data,
-    expires_at = EXCLUDED.expires_at"""
-_CLAIM = _PUT + f" WHERE {TABLE}.expires_at <= %s RETURNING 1"
-_DELETE = f"DELETE FROM {TABLE} WHERE ns = %s AND key = %s"
-_SWEEP = f"DELETE FROM {TABLE} WHERE expires_at <= %s"
 
 
 def is_postgres_store(store: BaseStore) -> bool:
@@ -75,14 +61,15 @@ class OwnConnection:
             return self._conn
 
 
-class PostgresBackend:
+class PostgresBackend(TableBackend):
     """A `StateBackend` on a ``PostgresStore``'s connection (see the module docstring)."""
 
+    sql = statements("%s")
+
     def __init__(self, store: Any, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock=clock)
         self.store = store
-        self.clock = clock
-        self._ready = False
-        self._puts = 0
+        self._made = False
         self._lock = threading.Lock()
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
@@ -99,40 +86,13 @@ class PostgresBackend:
     def setup(self) -> None:
         """Create the table if it is missing (done on first use; safe to repeat)."""
         with _guard(), self._lock:
-            if not self._ready:
+            if not self._made:
                 try:
                     self._run(_SETUP)
                 except Exception:  # two workers creating it at once: one of them loses
                     self._run(_SETUP)
-                self._ready = True
+                self._made = True
 
-    def get(self, ns: str, key: str) -> Any | None:
-        if not self._ready:
+    def _ready(self) -> None:
+        if not self._made:
             self.setup()
-        with _guard():
-            row = self._run(_GET, (ns, key, self.clock()))
-            return None if row is None else _serde.loads_typed((row[0], bytes(row[1])))
-
-    def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
-        if not self._ready:
-            self.setup()
-        now = self.clock()
-        with _guard():
-            self._run(_PUT, (ns, key, *_serde.dumps_typed(value), now + ttl))
-            self._puts += 1
-            if self._puts % SWEEP_EVERY == 0:
-                self._run(_SWEEP, (now,))
-
-    def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
-        if not self._ready:
-            self.setup()
-        now = self.clock()
-        with _guard():
-            row = self._run(_CLAIM, (ns, key, *_serde.dumps_typed(value), now + ttl, now))
-            return row is not None
-
-    def delete(self, ns: str, key: str) -> None:
-        if not self._ready:
-            self.setup()
-        with _guard():
-            self._run(_DELETE, (ns, key))

@@ -2,16 +2,16 @@
 
 Used for LangGraph's ``SqliteStore`` given as ``store=`` and for the database of a
 ``SqliteSaver`` checkpointer (the write journal of a graph with a checkpointer and no
-store, `pipeline.journal.where`). Like `state.postgres`, it keeps its own table, `TABLE`,
-created on first use, in the same database file, through a connection of its own (the
-store's or saver's connection is theirs)::
+store, `pipeline.journal.where`). Like `state.postgres`, it keeps the table of
+`state.table`, created on first use, in the same database file, through a connection of
+its own (the store's or saver's connection is theirs)::
 
     ns text, key text, kind text, data blob, expires_at real, PRIMARY KEY (ns, key)
 
 Each operation is one autocommitted statement (in WAL mode, as LangGraph's SqliteSaver
 sets the file, with SQLite's default full sync: one fsync per commit), so it is durable
-when it returns, against a crash of the process and of the machine, and atomic by itself; `claim` is ``INSERT ... ON CONFLICT DO UPDATE ... WHERE <expired>
-RETURNING 1``, so of several processes claiming one key exactly one wins.
+when it returns, against a crash of the process and of the machine, and atomic by
+itself: of several processes claiming one key exactly one wins.
 """
 
 from __future__ import annotations
@@ -23,24 +23,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-from .backend import TABLE, _guard
-
-_serde = JsonPlusSerializer()
-SWEEP_EVERY = 500
-"""`put`s between two deletions of expired rows."""
+from .backend import TABLE
+from .table import TableBackend, statements
 
 _SETUP = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     ns TEXT NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL, data BLOB NOT NULL,
     expires_at REAL NOT NULL, PRIMARY KEY (ns, key))"""
-_GET = f"SELECT kind, data FROM {TABLE} WHERE ns = ? AND key = ? AND expires_at > ?"
-_PUT = f"""INSERT INTO {TABLE} (ns, key, kind, data, expires_at) VALUES (?, ?, ?, ?, ?)
-    ON CONFLICT (ns, key) DO UPDATE SET kind = excluded.kind, data = excluded.data,
-    expires_at = excluded.expires_at"""
-_CLAIM = _PUT + f" WHERE {TABLE}.expires_at <= ? RETURNING 1"
-_DELETE = f"DELETE FROM {TABLE} WHERE ns = ? AND key = ?"
-_SWEEP = f"DELETE FROM {TABLE} WHERE expires_at <= ?"
 
 
 def database_file(conn: Any) -> str | None:
@@ -72,19 +60,18 @@ def _aiosqlite_path(conn: Any) -> str:
     return str(value) if isinstance(value, (str, os.PathLike)) else ""
 
 
-class SqliteBackend:
+class SqliteBackend(TableBackend):
     """A `StateBackend` in a SQLite file (see the module docstring)."""
 
-    durable = True
+    sql = statements("?")
 
     def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock=clock)
         self.path = path
-        self.clock = clock
         self._conn: sqlite3.Connection | None = None
-        self._puts = 0
         self._lock = threading.Lock()
 
-    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
         with self._lock:
             if self._conn is None:
                 conn = sqlite3.connect(
@@ -93,30 +80,8 @@ class SqliteBackend:
                 conn.execute("PRAGMA journal_mode=WAL")  # as LangGraph's SqliteSaver sets it
                 conn.execute(_SETUP)
                 self._conn = conn
-            return self._conn.execute(sql, params).fetchone()
-
-    def get(self, ns: str, key: str) -> Any | None:
-        with _guard():
-            row = self._run(_GET, (ns, key, self.clock()))
-            return None if row is None else _serde.loads_typed((row[0], bytes(row[1])))
-
-    def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
-        now = self.clock()
-        with _guard():
-            self._run(_PUT, (ns, key, *_serde.dumps_typed(value), now + ttl))
-            self._puts += 1
-            if self._puts % SWEEP_EVERY == 0:
-                self._run(_SWEEP, (now,))
-
-    def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
-        now = self.clock()
-        with _guard():
-            row = self._run(_CLAIM, (ns, key, *_serde.dumps_typed(value), now + ttl, now))
-            return row is not None
-
-    def delete(self, ns: str, key: str) -> None:
-        with _guard():
-            self._run(_DELETE, (ns, key))
+            row: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
+            return row
 
     def close(self) -> None:
         with self._lock:
