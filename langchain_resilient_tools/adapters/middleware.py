@@ -20,7 +20,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from ..core.call import Call
-from ..core.idempotency import keyed_request
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import thread_id_of
@@ -32,7 +31,6 @@ from ..pipeline.repair.stage import note_dropped
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
-from ..runtime.offload import bridged, offloaded
 from ..state.graph import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
 from ..text.envelope import failure_message, success_message, take_error_record
 from .context import RERUN
@@ -46,7 +44,7 @@ from .review import (
     with_question,
 )
 from .rollback import annotate, pop_ledger, rollback_update
-from .wiring import aauthored, authored
+from .wiring import arun_with, run_with
 
 
 class ResilientAgentState(AgentState[Any]):
@@ -181,11 +179,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     ) -> ToolMessage | Command[Any]:
         def answer() -> Any:
             call = self._new_call(request, rerun=RERUN.get())
-            call.run = authored(
-                lambda c: handler(
-                    bridged(keyed_request(request, c, {**request.tool_call, "args": c.args}), c)
-                )
-            )
+            call.run = run_with(handler, request)
             outcome = self.pipeline.run(call)
             return with_question(self._answer(outcome), outcome)
 
@@ -205,13 +199,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
 
         async def answer() -> Any:
             call = self._new_call(request, rerun=RERUN.get())
-            call.arun = aauthored(
-                lambda c: handler(
-                    offloaded(
-                        keyed_request(request, c, {**request.tool_call, "args": c.args}), c, runner
-                    )
-                )
-            )
+            call.arun = arun_with(handler, request, runner)
             outcome = await self.pipeline.arun(call)
             return with_question(self._answer(outcome), outcome)
 

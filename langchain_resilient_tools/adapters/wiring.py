@@ -12,10 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.call import Call
 from ..core.errors import for_author
+from ..core.idempotency import keyed_request
+from ..runtime.executor import TimedRunner
+from ..runtime.offload import bridged, offloaded
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware.types import ToolCallRequest
 
 _CHECKS = frozenset({"_normalize_tool_response", "_validate_tool_command"})
 _MODULE = "langgraph.prebuilt.tool_node"
@@ -60,3 +66,28 @@ def aauthored(arun: Callable[[Call], Awaitable[Any]]) -> Callable[[Call], Awaita
             raise
 
     return guarded
+
+
+def run_with(
+    handler: Callable[[ToolCallRequest], Any], request: ToolCallRequest
+) -> Callable[[Call], Any]:
+    """How the middleware runs a call (sync): `create_agent`'s ToolNode ``execute`` with the
+    call's (repaired) arguments and idempotency key; a wiring bug raised for the author."""
+    return authored(
+        lambda c: handler(
+            bridged(keyed_request(request, c, {**request.tool_call, "args": c.args}), c)
+        )
+    )
+
+
+def arun_with(
+    handler: Callable[[ToolCallRequest], Awaitable[Any]],
+    request: ToolCallRequest,
+    runner: TimedRunner,
+) -> Callable[[Call], Awaitable[Any]]:
+    """`run_with`, async: a sync tool still runs on the pipeline's own workers."""
+    return aauthored(
+        lambda c: handler(
+            offloaded(keyed_request(request, c, {**request.tool_call, "args": c.args}), c, runner)
+        )
+    )
