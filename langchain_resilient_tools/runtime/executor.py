@@ -120,11 +120,6 @@ class TimedRunner:
         if n >= max_abandoned:
             raise ThreadsExhausted(n)
 
-    def abandon(self, key: str, job: Job[Any]) -> None:
-        """Count `job` (still running, nobody waits for it) as an abandoned thread of
-        `key` until it finishes: a hedged read's losing attempt (`pipeline.hedge`)."""
-        self._abandon(key, job)
-
     def _abandon(self, key: str, fut: Job[Any]) -> None:
         key = self._scope + key
         with self._lock:

@@ -20,6 +20,10 @@ from ..health import surely_not_executed
 
 AUTO_PERCENTILE = 0.95
 """``hedge="auto"``: the latency percentile of recent successful attempts to wait for."""
+AUTO_FACTOR = 1.5
+"""``hedge="auto"``: the delay is this times the percentile. At the p95 itself, 5% of the
+calls would ask for a hedge, the whole default budget, which would then be spent on
+ordinary slow answers and refuse the stragglers that matter."""
 AUTO_MIN_SAMPLES = 20
 """``hedge="auto"``: latencies needed before the percentile is used (`hedge_min_delay` until then)."""
 AUTO_WINDOW = 200
@@ -40,7 +44,7 @@ def history_for(policy: ToolPolicy) -> LatencyHistory:
     floor = policy.hedge_min_delay
     spec = AdaptiveTimeout(
         percentile=AUTO_PERCENTILE,
-        factor=1.0,
+        factor=AUTO_FACTOR,
         min_timeout=floor,
         max_timeout=max(floor, AUTO_MAX_DELAY_S),
         window=AUTO_WINDOW,

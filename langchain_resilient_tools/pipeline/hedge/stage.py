@@ -1,10 +1,13 @@
 """Hedged reads: a slow attempt of an idempotent call gets another one beside it.
 
 When an attempt has not answered after the tool's hedge delay (`ToolPolicy.hedge`: a
-fixed delay, or ``"auto"``, its recent p95 latency), one more attempt of the same call
+fixed delay, or ``"auto"``, 1.5 times its recent p95 latency), one more attempt of the same call
 starts (up to `ToolPolicy.max_hedges`); the first good answer is the call's. The other
-attempts are cancelled (async) or, for sync work, abandoned and counted like timed-out
-attempts (`TimedRunner.abandon`: the tool's `max_abandoned_threads` cap applies). An
+attempts are cancelled (an async tool), or, when they hold a thread (a sync tool), left
+to run out and counted while they run, like the threads of timed-out attempts: no hedge
+goes while the tool's abandoned threads and running losers reach its
+`max_abandoned_threads`. (Losers are not counted where the runner counts abandoned
+threads: a burst of losers must not make the next first attempts fail fast.) An
 attempt that fails while another still runs does not end the call: the race fails only
 when every attempt failed, with the first attempt's failure.
 
@@ -92,6 +95,9 @@ class HedgeStage(Stage):
         self._quiet: dict[str, float] = {}
         """Per tool: the `clock` time until which it is not hedged (it was rate limited)."""
         self._warned: set[str] = set()
+        self._running_losers: dict[str, int] = {}
+        """Per tool: losing attempts still running on a thread (sync tools)."""
+        self._lock = threading.Lock()
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         return resolved.policy.hedge is not None
@@ -136,13 +142,32 @@ class HedgeStage(Stage):
             quiet_until=self._quiet.get(call.name, float("-inf")),
             now=policy.clock(),
             circuit_closed=circuit_closed(self.env, call),
-            abandoned=self.env.runner.abandoned(call.name),
+            abandoned=self.env.runner.abandoned(call.name) + self.losers(call.name),
             max_abandoned=policy.max_abandoned_threads,
         )
         if refused is not None or not self.budget_for(call).try_spend():
             return False
         retries = retry_budget(self.env, call)
         return retries is None or retries.try_spend()
+
+    def losers(self, tool: str) -> int:
+        """Losing attempts of `tool` still running on a thread."""
+        return self._running_losers.get(tool, 0)
+
+    def _left_running(self, tool: str, job: Job[Any] | asyncio.Task[Any]) -> None:
+        """Count a loser that holds a thread until it finishes."""
+        with self._lock:
+            self._running_losers[tool] = self.losers(tool) + 1
+
+        def done(_: Any) -> None:
+            with self._lock:
+                left = self.losers(tool) - 1
+                if left > 0:
+                    self._running_losers[tool] = left
+                else:
+                    self._running_losers.pop(tool, None)
+
+        job.add_done_callback(done)
 
     def _answered(self, call: Call, history: LatencyHistory | None, seconds: float) -> None:
         if history is not None:
@@ -216,7 +241,7 @@ class HedgeStage(Stage):
                     hedges = policy.max_hedges  # not now: not later in this race either
             for n, job in jobs.items():
                 if n != race.winner and not job.done():
-                    self.env.runner.abandon(call.name, job)  # a loser, still running
+                    self._left_running(call.name, job)  # a loser, still running
             self._close(call, race)
         return race.outcome()
 
@@ -280,8 +305,11 @@ class HedgeStage(Stage):
                     hedges = policy.max_hedges
         finally:
             for task in live:  # the losers (or every attempt, when the caller is cancelled)
-                task.cancel()
                 _losers.add(task)
                 task.add_done_callback(_forget)
+                if call.offload:  # a sync tool's thread cannot be stopped: it runs out
+                    self._left_running(call.name, task)
+                else:
+                    task.cancel()
         self._close(call, race)
         return race.outcome()
