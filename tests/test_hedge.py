@@ -468,7 +468,7 @@ def test_auto_learns_the_tools_latency(harness: Harness, releases: Releases) -> 
 
     tool = counted("search_docs", search_docs)
     policy = _policy(clock, hedge="auto", hedge_min_delay=0.05, hedge_budget=1.0)
-    warm = [[tool_call("search_docs", {"query": f"w{i}"}, id=f"w{i}")] for i in range(25)]
+    warm = [[tool_call("search_docs", {"query": f"w{i}"}, id=f"w{i}")] for i in range(55)]
     slow = [[tool_call("search_docs", {"query": "slow"}, id="s")]]
     results = harness.run_turns([tool], [*warm, *slow], policy=policy)
     assert results[-1]["s"].content == "fresh slow"

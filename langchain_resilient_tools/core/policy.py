@@ -334,7 +334,7 @@ class ToolPolicy(_Frozen):
     many seconds, one more attempt of the same call starts beside it, and the first good
     answer wins (the others are cancelled, or, for a sync tool, abandoned and counted
     like a timed-out attempt). ``"auto"``: 1.5 times the tool's own recent p95 latency, never
-    below `hedge_min_delay` (which is used until 20 latencies are known). `None` (the
+    below `hedge_min_delay` (which is used until 50 latencies are known). `None` (the
     default): off. On a tool that is not idempotent it is ignored (logged once): a write
     is never sent twice. Not for services billed per call, nor for ones that are slow
     for everyone (see the README's "Hedged reads")."""

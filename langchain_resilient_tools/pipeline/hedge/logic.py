@@ -24,7 +24,7 @@ AUTO_FACTOR = 1.5
 """``hedge="auto"``: the delay is this times the percentile. At the p95 itself, 5% of the
 calls would ask for a hedge, the whole default budget, which would then be spent on
 ordinary slow answers and refuse the stragglers that matter."""
-AUTO_MIN_SAMPLES = 20
+AUTO_MIN_SAMPLES = 50
 """``hedge="auto"``: latencies needed before the percentile is used (`hedge_min_delay` until then)."""
 AUTO_WINDOW = 200
 """``hedge="auto"``: how many recent latencies are kept."""
