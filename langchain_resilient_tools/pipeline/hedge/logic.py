@@ -1,8 +1,10 @@
 """Hedged reads, the decisions: no I/O, no waiting, no threads.
 
-`hedge_delay` says how long an attempt may run before a hedge goes beside it;
-`why_not` says whether a hedge may go now; `Race` keeps the score of the attempts of
-one call (the first good answer wins; the race fails only when every attempt failed).
+`hedge_delay` (for ``"auto"``: `auto_delay`) says how long an attempt may run before a
+hedge goes beside it, or that none may; `why_not` says whether a hedge may go now (the
+budget, `pipeline.hedge.budget`, is asked after it); `Race` keeps the score of the
+attempts of one call (the first good answer wins; the race fails only when every
+attempt failed).
 The stage (`pipeline.hedge.stage`) does the waiting and the running.
 """
 
@@ -15,23 +17,40 @@ from typing import Any
 
 from ...core.errors import ResilienceSignal
 from ...core.policy import AdaptiveTimeout, ToolPolicy
-from ...runtime.adaptive import LatencyHistory
+from ...runtime.adaptive import LatencyHistory, percentile
 from ..health import surely_not_executed
 
 AUTO_PERCENTILE = 0.95
-"""``hedge="auto"``: the latency percentile of recent successful attempts to wait for."""
-AUTO_FACTOR = 1.5
+"""``hedge="auto"``: the latency percentile of recent successful attempts to wait for.
+The stalls a hedge is for are a few percent of the attempts, so while they are fewer
+than 5% this percentile still lies among the ordinary answers, not among the stalls."""
+AUTO_FACTOR = 1.25
 """``hedge="auto"``: the delay is this times the percentile. At the p95 itself, 5% of the
-calls would ask for a hedge, the whole default budget, which would then be spent on
-ordinary slow answers and refuse the stragglers that matter."""
-AUTO_MIN_SAMPLES = 50
-"""``hedge="auto"``: latencies needed before the percentile is used (`hedge_min_delay` until then)."""
+ordinary answers would ask for a hedge besides the stalls, more than the default budget,
+which would then be spent on them and refuse the stragglers that matter. Much later
+(1.5x was tried) and the hedge comes too late to help: a hedged answer takes the delay
+plus one ordinary answer, and the bench's 0.3x target leaves about 120 ms of a 600 ms
+stall for the delay."""
+AUTO_CAP_PERCENTILE = 0.75
+"""``hedge="auto"``: the percentile the delay's cap is taken from (`AUTO_CAP_FACTOR`)."""
+AUTO_CAP_FACTOR = 2.0
+"""``hedge="auto"``: the delay is at most `AUTO_CAP_FACTOR` times the `AUTO_CAP_PERCENTILE`
+latency. The p95 is itself a stall while stalls are 5% of the latencies or more: in the
+first few dozen (two stalls among twenty), or when a service stalls often. The p75 is
+not moved by stalls until they are a quarter of the latencies; for ordinary answers
+twice the p75 is beyond the p95 (any log-normal body up to sigma ~0.5), so the cap only
+binds when the p95 has been taken by the stalls. (For a much wider body it binds always
+and the budget goes to ordinary slow answers as well; a fixed `hedge=` suits such a tool.)"""
+AUTO_MIN_SAMPLES = 10
+"""``hedge="auto"``: latencies needed before the tool is hedged at all. Before that no
+delay is known: a floor guessed in advance (tried: 50 ms, about the bench service's
+median) sits among the ordinary answers of a tool slower than it and spends the whole
+budget in the first steps. Ten are enough because the cap keeps the stalls among them
+from setting the delay."""
 AUTO_WINDOW = 200
 """``hedge="auto"``: how many recent latencies are kept."""
 AUTO_MAX_DELAY_S = 60.0
 """``hedge="auto"``: the longest delay (a tool slow for everyone is hedged late, or never)."""
-BUDGET_WINDOW_S = 10.0
-"""The sliding window the hedge budget (`ToolPolicy.hedge_budget`) counts over."""
 RATE_LIMIT_QUIET_S = 5.0
 """After a rate-limit answer without a retry hint, seconds during which the tool is not hedged."""
 POLL_S = 0.005
@@ -40,25 +59,30 @@ test's fake clock moves without waking anyone)."""
 
 
 def history_for(policy: ToolPolicy) -> LatencyHistory:
-    """A latency history for ``hedge="auto"`` (the class adaptive timeouts use)."""
-    floor = policy.hedge_min_delay
-    spec = AdaptiveTimeout(
-        percentile=AUTO_PERCENTILE,
-        factor=AUTO_FACTOR,
-        min_timeout=floor,
-        max_timeout=max(floor, AUTO_MAX_DELAY_S),
-        window=AUTO_WINDOW,
-        min_samples=AUTO_MIN_SAMPLES,
-    )
+    """The recent latencies of a ``hedge="auto"`` tool (the class adaptive timeouts use;
+    only its window is used here: `auto_delay` decides)."""
+    spec = AdaptiveTimeout(window=AUTO_WINDOW, min_samples=AUTO_MIN_SAMPLES)
     return LatencyHistory(spec)
 
 
-def hedge_delay(policy: ToolPolicy, history: LatencyHistory | None) -> float:
-    """Seconds an attempt may run before a hedge is sent beside it."""
+def auto_delay(samples: list[float], floor: float) -> float | None:
+    """The ``"auto"`` hedge delay for a tool whose recent latencies are `samples`:
+    `AUTO_FACTOR` x their p95, at most `AUTO_CAP_FACTOR` x their p75, at least `floor`
+    and at most `AUTO_MAX_DELAY_S`; `None` (no hedge) until `AUTO_MIN_SAMPLES` are known."""
+    if len(samples) < AUTO_MIN_SAMPLES:
+        return None
+    ordered = sorted(samples)
+    high = percentile(ordered, AUTO_PERCENTILE) * AUTO_FACTOR
+    cap = percentile(ordered, AUTO_CAP_PERCENTILE) * AUTO_CAP_FACTOR
+    return min(AUTO_MAX_DELAY_S, max(floor, min(high, cap)))
+
+
+def hedge_delay(policy: ToolPolicy, history: LatencyHistory | None) -> float | None:
+    """Seconds an attempt may run before a hedge is sent beside it; `None`: no hedge
+    (``"auto"`` while fewer than `AUTO_MIN_SAMPLES` latencies are known)."""
     if policy.hedge == "auto":
         assert history is not None, "an auto hedge keeps a latency history"
-        delay = history.timeout(policy.hedge_min_delay)
-        return policy.hedge_min_delay if delay is None else delay
+        return auto_delay(history.snapshot(), policy.hedge_min_delay)
     assert isinstance(policy.hedge, (int, float)), "the stage applies to hedged tools only"
     return float(policy.hedge)
 

@@ -1,7 +1,8 @@
 """Hedged reads: a slow attempt of an idempotent call gets another one beside it.
 
 When an attempt has not answered after the tool's hedge delay (`ToolPolicy.hedge`: a
-fixed delay, or ``"auto"``, 1.5 times its recent p95 latency), one more attempt of the same call
+fixed delay, or ``"auto"``, learned from its recent latencies: `logic.auto_delay`, and
+no hedge at all until `logic.AUTO_MIN_SAMPLES` are known), one more attempt of the same call
 starts (up to `ToolPolicy.max_hedges`); the first good answer is the call's. The other
 attempts are cancelled (an async tool), or, when they hold a thread (a sync tool), left
 to run out and counted while they run, like the threads of timed-out attempts: no hedge
@@ -32,8 +33,8 @@ attempt), and why:
 No hedge goes when the call's deadline has passed, when the tool was just told
 ``rate_limited`` (for the wait the service asked for, else `RATE_LIMIT_QUIET_S`), when
 its circuit is not closed, when it holds its cap of abandoned threads, or when the hedge
-budget (`ToolPolicy.hedge_budget` of the tool's attempts over `BUDGET_WINDOW_S`) or the
-retry budget is spent. A write is never hedged: `hedge` on a tool that is not
+budget (`budget.HedgeBudget`: a bucket of `budget.BURST` tokens that each first attempt
+adds `ToolPolicy.hedge_budget` of a token to) or the retry budget is spent. A write is never hedged: `hedge` on a tool that is not
 idempotent is ignored, and logged once.
 
 The sync driver runs every attempt of a race on the dispatch pool's threads (the caller
@@ -60,11 +61,10 @@ from ...runtime.executor import dispatch_pool
 from ...runtime.job import Job
 from ...state.pertool import PerTool
 from ..breaker.stage import circuit_closed
-from ..retry.budget import RetryBudget
 from ..retry.stage import retry_budget
 from ..stage import AsyncNext, Env, Next, Stage
+from .budget import HedgeBudget
 from .logic import (
-    BUDGET_WINDOW_S,
     RATE_LIMIT_QUIET_S,
     Race,
     hedge_delay,
@@ -91,7 +91,7 @@ class HedgeStage(Stage):
     def __init__(self, env: Env) -> None:
         super().__init__(env)
         self.histories: PerTool[LatencyHistory] = PerTool()
-        self.budgets: PerTool[RetryBudget] = PerTool()
+        self.budgets: PerTool[HedgeBudget] = PerTool()
         self._quiet: dict[str, float] = {}
         """Per tool: the `clock` time until which it is not hedged (it was rate limited)."""
         self._warned: set[str] = set()
@@ -123,16 +123,11 @@ class HedgeStage(Stage):
             return None
         return self.histories.get(call.name, lambda: history_for(policy))
 
-    def budget_for(self, call: Call) -> RetryBudget:
-        """The tool's hedge budget: `hedge_budget` of its attempts per window."""
-        policy = call.resolved.policy
-        return self.budgets.get(
-            call.name,
-            lambda: RetryBudget(
-                ratio=policy.hedge_budget, minimum=1, window=BUDGET_WINDOW_S,
-                clock=policy.clock,
-            ),
-        )  # fmt: skip
+    def budget_for(self, call: Call) -> HedgeBudget:
+        """The tool's hedge budget: a bucket of `BURST` tokens, `hedge_budget` more per
+        first attempt."""
+        ratio = call.resolved.policy.hedge_budget
+        return self.budgets.get(call.name, lambda: HedgeBudget(ratio=ratio))
 
     def _may_hedge(self, call: Call) -> bool:
         """Whether a hedge may go now; takes it from the budgets when it may."""
@@ -191,6 +186,18 @@ class HedgeStage(Stage):
 
     # -- the sync driver -----------------------------------------------------------
 
+    def _alone(self, call: Call, call_next: Next, history: LatencyHistory | None) -> Any:
+        """One attempt and no race (``"auto"`` still learning the tool's latency)."""
+        clock = call.resolved.policy.clock
+        start = clock()
+        try:
+            value = call_next(call)
+        except BaseException as exc:
+            self._failed(call, exc)
+            raise
+        self._answered(call, history, clock() - start)
+        return value
+
     def wrap(self, call: Call, call_next: Next) -> Any:
         if not self._hedged(call):
             return call_next(call)
@@ -199,6 +206,8 @@ class HedgeStage(Stage):
         history = self._history(call)
         delay = hedge_delay(policy, history)
         self.budget_for(call).record_call()
+        if delay is None:
+            return self._alone(call, call_next, history)
         race = Race()
         cond = threading.Condition(threading.Lock())
         jobs: dict[int, Job[None]] = {}
@@ -271,6 +280,8 @@ class HedgeStage(Stage):
         history = self._history(call)
         delay = hedge_delay(policy, history)
         self.budget_for(call).record_call()
+        if delay is None:
+            return await self._aone(call, call, call_next, history)
         race = Race()
         loop = asyncio.get_running_loop()
         live: dict[asyncio.Task[Any], int] = {}
