@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from langchain_resilient_tools import BreakerPolicy, RetryPolicy, ToolPolicy
+from langchain_resilient_tools import BreakerPolicy, ResilientToolNode, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.core.errors import AttemptTimeout, CircuitOpen, ToolRaised
 from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.pipeline.driver import STAGES
@@ -543,3 +543,12 @@ def test_resolver_keeps_hedge_per_tool() -> None:
     )
     assert resolver.resolve("search_docs").policy.hedge == "auto"
     assert resolver.resolve("search_web").policy.hedge is None
+
+
+def test_the_default_policy_leaves_the_hedge_stage_out() -> None:
+    """Hedging off (the default): the stage is not in the tool's chain, so it costs
+    nothing per call."""
+    node = ResilientToolNode([counted("search_docs", lambda query: query)])
+    stage = next(s for s in node.pipeline.stages if s.name == "hedge")
+    assert not stage.applies(node.pipeline.resolver.resolve("search_docs"))
+    assert stage.applies(PolicyResolver(ToolPolicy(hedge="auto"), {}).resolve("search_docs"))
