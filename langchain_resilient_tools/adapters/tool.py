@@ -124,13 +124,6 @@ class ResilientTool(BaseTool):
     def pipeline(self) -> Pipeline:
         return self._pipeline
 
-    def _private(self) -> dict[str, Any]:
-        """The private attributes, as one dict: on the hot path each is read from it,
-        since pydantic's ``__getattr__`` (``self._pipeline``) costs ~4 µs a read."""
-        private = self.__pydantic_private__
-        assert private is not None
-        return private
-
     def stats(self) -> StatsSnapshot:
         """Per-tool statistics of the calls made through this tool (a snapshot)."""
         return self.pipeline.stats()
@@ -146,15 +139,14 @@ class ResilientTool(BaseTool):
 
     # -- invocation ----------------------------------------------------------------
 
-    def _new_call(self, input: Any, config: RunnableConfig | None) -> tuple[Call, bool]:
+    def _new_call(self, input: Any, config: RunnableConfig | None) -> tuple[Call, bool, Pipeline]:
         is_tool_call = isinstance(input, dict) and input.get("type") == "tool_call"
         if is_tool_call:
             call_id, raw = str(input.get("id") or ""), input.get("args", {})
         else:
             call_id, raw = f"direct-{uuid.uuid4().hex[:12]}", input
-        args = raw if isinstance(raw, dict) else {}
-        visible, injected = split_args(self.inner, args)
-        private = self._private()
+        visible, injected = split_args(self.inner, raw if isinstance(raw, dict) else {})
+        private = self.__pydantic_private__ or {}  # `self._exec`: ~4 µs a read (pydantic)
         call = private["_pipeline"].new_call(
             call_id=call_id,
             name=self.name,
@@ -197,7 +189,7 @@ class ResilientTool(BaseTool):
             call.run, call.arun = self._own_answer(run), self._aown_answer(arun)
         else:
             call.run, call.arun = run, arun
-        return call, is_tool_call
+        return call, is_tool_call, private["_pipeline"]
 
     def _answer_of(self, exc: ToolException, call: Call) -> ToolMessage:
         """What the inner tool's own ``handle_tool_error`` answers to `exc` (as a
@@ -252,12 +244,12 @@ class ResilientTool(BaseTool):
         return value  # the tool's own value, whatever its type
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        call, is_tool_call = self._new_call(input, config)
-        return self._answer(self._private()["_pipeline"].run(call), is_tool_call)
+        call, is_tool_call, pipeline = self._new_call(input, config)
+        return self._answer(pipeline.run(call), is_tool_call)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        call, is_tool_call = self._new_call(input, config)
-        return self._answer(await self._private()["_pipeline"].arun(call), is_tool_call)
+        call, is_tool_call, pipeline = self._new_call(input, config)
+        return self._answer(await pipeline.arun(call), is_tool_call)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.pop("run_manager", None)
