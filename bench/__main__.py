@@ -28,6 +28,7 @@ OPTIONAL = (
     "bench_journal",
     "bench_checkpoints",
     "crash",
+    "bench_tail",
 )
 """Benchmark modules owned elsewhere; each is run through its ``main()`` if present."""
 

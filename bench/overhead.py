@@ -7,7 +7,13 @@ Variants (all run the same trivial tool, which returns a string):
   awrap_tool_call=...awrap_tool_call)`` (langchain's retry, composed without `create_agent`);
 - ``resilient_node``: ``ResilientToolNode([tool])`` with the default policy, every stage on;
 - ``resilient_tool``: ``ToolNode([ResilientTool.wrap(tool)])`` (compare with ``toolnode``,
-  the bare tool in a plain ToolNode).
+  the bare tool in a plain ToolNode);
+- ``toolnode+timeout``: **the timed peer**, the binding baseline: a ``ToolNode`` whose
+  ``wrap_tool_call`` / ``awrap_tool_call`` put a timeout on each call by hand, as a user
+  who needs the guarantee `ResilientToolNode` gives would (`timed_peer`): sync, the call
+  goes to a persistent thread pool and is waited for with ``future.result(timeout)``
+  (a caller gets control back at the deadline only if the tool runs on another
+  thread); async, ``asyncio.wait_for``. The timeout is the default policy's (30 s).
 
 Cells: sync and async; 1, 10 and 100 calls per AIMessage; the node called directly and
 inside a compiled graph (``StateGraph``: START -> tools -> END, ``graph.invoke``).
@@ -19,26 +25,38 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import itertools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any
 
 from langchain.agents.middleware import ToolRetryMiddleware
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 
-from langchain_resilient_tools import ResilientTool, ResilientToolNode
+from langchain_resilient_tools import ResilientTool, ResilientToolNode, ToolPolicy
 
 from . import _util
 
 BASELINE = "toolnode"
-VARIANTS = ("toolnode", "toolnode+retry_mw", "resilient_node", "resilient_tool")
+PEER = "toolnode+timeout"
+VARIANTS = ("toolnode", "toolnode+retry_mw", "resilient_node", "resilient_tool", PEER)
+PEER_TARGET = 1.00
+"""Issue 27 (binding): ResilientToolNode per-call time at most this many times the timed
+peer's, sync and async, 1 and 10 calls per message."""
+PEER_TARGET_CALLS = (1, 10)
 TARGETS = {"sync": 0.8, "async": 1.15}
-"""Issue 2: ResilientToolNode per-call time at most this many times ToolNode's."""
+"""Against plain ToolNode. Kept as a target: sync with one call per message (0.8x);
+the other cells are reported against it but bound by the timed peer (issue 27)."""
+TIMEOUT_S = ToolPolicy().timeout or 30.0
+"""The timed peer's timeout: the default policy's."""
 
 TOOL_NAME = "get_value"
 """A read-prefixed name: inferred idempotent, so the retry stage is live, not skipped."""
@@ -64,6 +82,39 @@ def make_tool() -> BaseTool:
     )
 
 
+PEER_POOL = ThreadPoolExecutor(thread_name_prefix="timed-peer")
+"""The timed peer's persistent pool (not one per step)."""
+
+
+def _timed_out(request: ToolCallRequest) -> ToolMessage:
+    call = request.tool_call
+    return ToolMessage(f"{call['name']} timed out", tool_call_id=call["id"], status="error")
+
+
+def timed_peer(tool: BaseTool, timeout: float = TIMEOUT_S) -> ToolNode:
+    """A `ToolNode` that puts a timeout on each call by hand: the peer that gives the
+    guarantee `ResilientToolNode`'s attempt deadline gives (sync: the call runs on a
+    persistent pool, in a copy of the caller's context, as LangChain's own executors
+    run it; async: ``asyncio.wait_for``)."""
+
+    def wrap(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+        future = PEER_POOL.submit(contextvars.copy_context().run, execute, request)
+        try:
+            return future.result(timeout=timeout)
+        except FuturesTimeout:
+            return _timed_out(request)
+
+    async def awrap(
+        request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
+    ) -> Any:
+        try:
+            return await asyncio.wait_for(execute(request), timeout)
+        except TimeoutError:
+            return _timed_out(request)
+
+    return ToolNode([tool], wrap_tool_call=wrap, awrap_tool_call=awrap)
+
+
 def make_nodes(tool: BaseTool) -> dict[str, ToolNode]:
     """One node per variant, built once (construction is not what we measure)."""
     mw = ToolRetryMiddleware()
@@ -74,6 +125,7 @@ def make_nodes(tool: BaseTool) -> dict[str, ToolNode]:
         ),
         "resilient_node": ResilientToolNode([tool]),
         "resilient_tool": ToolNode([ResilientTool.wrap(tool)]),
+        PEER: timed_peer(tool),
     }
 
 
@@ -141,7 +193,9 @@ def run_cell(
             loop.close()
     ratio = _util.ratios(timings, BASELINE)
     cpu_ratio = _util.ratios(timings, BASELINE, cpu=True)
+    peer_ratio = _util.ratios(timings, PEER)
     target = TARGETS[mode]
+    peer_binding = calls in PEER_TARGET_CALLS
     return {
         "mode": mode,
         "context": context,
@@ -155,6 +209,10 @@ def run_cell(
         "cpu_ratio": {k: round(v, 3) for k, v in cpu_ratio.items()},
         "target_resilient_node": target,
         "target_met": ratio["resilient_node"] <= target,
+        "peer_ratio": {k: round(v, 3) for k, v in peer_ratio.items()},
+        "peer_round_ratio_range": _util.round_ratio_range(timings, PEER),
+        "peer_target": PEER_TARGET if peer_binding else None,
+        "peer_target_met": (peer_ratio["resilient_node"] <= PEER_TARGET) if peer_binding else None,
     }
 
 
@@ -181,11 +239,13 @@ def table(result: dict[str, Any]) -> str:
     """The wall-time ratios as a text table, with the baseline's microseconds per call
     and ResilientToolNode's CPU-time ratio (robust to other processes' load)."""
     headers = ["mode", "context", "calls", "toolnode us", *(f"{v} x" for v in VARIANTS[1:])]
-    headers += ["resilient_node cpu x", "target (wall)"]
+    headers += ["resilient_node cpu x", "target (wall)", "resilient_node / peer", "peer target"]
     rows = []
     for c in result["cells"]:
         r = c["ratio"]
         verdict = ("met " if c["target_met"] else "MISSED ") + f"<= {c['target_resilient_node']}"
+        peer = c.get("peer_target")
+        peer_verdict = "" if peer is None else ("met " if c["peer_target_met"] else "MISSED ")
         rows.append(
             [
                 c["mode"],
@@ -195,6 +255,8 @@ def table(result: dict[str, Any]) -> str:
                 *(r[v] for v in VARIANTS[1:]),
                 c["cpu_ratio"]["resilient_node"],
                 verdict,
+                c["peer_ratio"]["resilient_node"],
+                "" if peer is None else f"{peer_verdict}<= {peer}",
             ]
         )
     return _util.format_table(headers, rows)
@@ -202,41 +264,65 @@ def table(result: dict[str, Any]) -> str:
 
 def markdown(result: dict[str, Any], other: dict[str, Any] | None = None) -> str:
     """The wall-time ratios as the README's Markdown table (a met target in bold): for
-    `ResilientToolNode`, the ratio of medians, the spread of per-round ratios and the
-    microseconds it adds per call; `other` (a run on another Python) adds its columns."""
+    `ResilientToolNode`, the ratio of medians to the timed peer (the binding target) and
+    to `ToolNode`, with the spread of per-round ratios and the microseconds it adds per
+    call; `other` (a run on another Python) adds its ratio to the peer."""
 
-    def node(c: dict[str, Any]) -> str:
-        ratio = f"{c['ratio']['resilient_node']:.2f}x"
-        lo, hi = c["round_ratio_range"]["resilient_node"]
-        added = c["us_per_call"]["resilient_node"] - c["us_per_call"][BASELINE]
-        shown = f"**{ratio}**" if c["target_met"] else ratio
+    def versus(c: dict[str, Any], base: str) -> str:
+        ratios, spread = (
+            (c["peer_ratio"], c["peer_round_ratio_range"])
+            if base == PEER
+            else (c["ratio"], c["round_ratio_range"])
+        )
+        ratio = f"{ratios['resilient_node']:.2f}x"
+        lo, hi = spread["resilient_node"]
+        met = c["peer_target_met"] if base == PEER else c["target_met"]
+        binding = c["peer_target"] is not None if base == PEER else _kept_target(c)
+        shown = f"**{ratio}**" if met and binding else ratio
+        added = c["us_per_call"]["resilient_node"] - c["us_per_call"][base]
         return f"{shown} ({lo:.2f}-{hi:.2f}) | {added:+.0f}"
 
     head = (
-        "| mode | context | calls per message | ToolNode µs/call | ToolNode + "
-        "ToolRetryMiddleware | ResilientToolNode (round range) | added µs/call |"
+        "| mode | context | calls per message | ToolNode µs/call | timed peer µs/call "
+        "| ResilientToolNode / timed peer (round range) | added µs/call |"
     )
     rule = "|---|---|---|---|---|---|---|"
     if other is not None:
         py = other.get("python", "other")
-        head += f" ResilientToolNode, py{py} | added µs, py{py} |"
+        head += f" ResilientToolNode / timed peer, py{py} | added µs, py{py} |"
         rule += "---|---|"
-    lines = [head + " target | ToolNode([ResilientTool]) |", rule + "---|---|"]
+    head += (
+        " target | ResilientToolNode / ToolNode (round range) | added µs/call | target "
+        "| ToolNode + ToolRetryMiddleware | ToolNode([ResilientTool]) |"
+    )
+    rule += "---|---|---|---|---|---|"
+    lines = [head, rule]
     others = {
         (c["mode"], c["context"], c["calls_per_message"]): c for c in (other or {}).get("cells", [])
     }
     for c in result["cells"]:
         r = c["ratio"]
+        peer_target = "" if c["peer_target"] is None else f"{c['peer_target']:.2f}x"
+        kept = f"{c['target_resilient_node']}x" if _kept_target(c) else ""
         row = (
             f"| {c['mode']} | {c['context']} | {c['calls_per_message']} "
-            f"| {c['us_per_call'][BASELINE]:.0f} | {r['toolnode+retry_mw']:.2f}x | {node(c)} |"
+            f"| {c['us_per_call'][BASELINE]:.0f} | {c['us_per_call'][PEER]:.0f} "
+            f"| {versus(c, PEER)} |"
         )
         if other is not None:
             o = others.get((c["mode"], c["context"], c["calls_per_message"]))
-            row += f" {node(o)} |" if o else " | |"
-        row += f" {c['target_resilient_node']}x | {r['resilient_tool']:.2f}x |"
+            row += f" {versus(o, PEER)} |" if o and "peer_ratio" in o else " | |"
+        row += (
+            f" {peer_target} | {versus(c, BASELINE)} | {kept} "
+            f"| {r['toolnode+retry_mw']:.2f}x | {r['resilient_tool']:.2f}x |"
+        )
         lines.append(row)
     return "\n".join(lines)
+
+
+def _kept_target(cell: dict[str, Any]) -> bool:
+    """Whether the cell's ratio to plain `ToolNode` is still a target (sync, one call)."""
+    return cell["mode"] == "sync" and cell["calls_per_message"] == 1
 
 
 def chart(result: dict[str, Any], path: Any = None) -> Any:

@@ -21,7 +21,8 @@ def test_overhead_quick_one_round_one_call() -> None:
         for key in ("us_per_call", "ratio", "cpu_ratio", "round_ratio_range"):
             assert set(cell[key]) == set(overhead.VARIANTS)
         assert cell["ratio"][overhead.BASELINE] == 1.0
-        assert isinstance(cell["target_met"], bool)
+        assert cell["peer_ratio"][overhead.PEER] == 1.0
+        assert isinstance(cell["target_met"], bool) and isinstance(cell["peer_target_met"], bool)
     assert "resilient_node" in overhead.table(result)
 
 
@@ -30,9 +31,10 @@ def test_wrapper_quick() -> None:
     result = wrapper.run(rounds=1, target_s=0.001)
     assert [c["mode"] for c in result["cells"]] == ["sync", "async"]
     for cell in result["cells"]:
-        assert set(cell["ratio"]) == {"tool", "wrapped", "wrapped_no_timeout"}
+        assert set(cell["ratio"]) == {"tool", "tool+timeout", "wrapped", "wrapped_no_timeout"}
         assert cell["ratio"]["tool"] == 1.0 and cell["added_us"]["tool"] == 0
-        assert isinstance(cell["target_met"], bool)
+        assert cell["peer_ratio"]["tool+timeout"] == 1.0
+        assert isinstance(cell["target_met"], bool) and isinstance(cell["peer_target_met"], bool)
     assert "wrapped_no_timeout" in wrapper.table(result)
 
 

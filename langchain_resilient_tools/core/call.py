@@ -36,6 +36,10 @@ class CallRecord:
     started_at: float = field(default_factory=time.time)
     queued_ms: float = 0.0
     """Time spent waiting for a slot or a token of the tool's client-side limits."""
+    hedges: int = 0
+    """Extra attempts sent beside a slow one (hedged reads; counted in `attempts` too)."""
+    hedge_won: bool = False
+    """Whether a hedge, not the attempt it was sent beside, gave the answer."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +53,7 @@ class CallRecord:
             "duration_ms": round(self.duration_ms, 3),
             "started_at": self.started_at,
             **({"queued_ms": round(self.queued_ms, 3)} if self.queued_ms else {}),
+            **({"hedges": self.hedges, "hedge_won": self.hedge_won} if self.hedges else {}),
         }
 
 
@@ -110,6 +115,9 @@ class Call:
     """Absolute `policy.clock` time by which the whole call must be answered, if any."""
     started: float | None = None
     """`policy.clock` time at which the call started (set with its deadline)."""
+    hedge: int = 0
+    """Which attempt of a hedge race this copy of the call runs (0: the first one; set
+    by `pipeline.hedge`). A hedge never waits for a slot or a token (`pipeline.limit`)."""
 
     @property
     def idempotent(self) -> bool:

@@ -386,6 +386,38 @@ class ToolPolicy(_Frozen):
     timeout. The tool must be picklable (a `StructuredTool` over a module-level function),
     its arguments and result too; injected arguments and wrappers around the tool call
     (``wrap_tool_call``, inner middleware) are not applied in the worker."""
+    # -- hedged reads (pipeline.hedge) ---------------------------------------------
+    hedge: float | Literal["auto"] | None = None
+    """Hedged reads, for idempotent tools: when an attempt has not answered after this
+    many seconds, one more attempt of the same call starts beside it, and the first good
+    answer wins (the others are cancelled, or, for a sync tool, abandoned and counted
+    like a timed-out attempt). ``"auto"``: 1.25 times the tool's own recent p95 latency,
+    at most twice its p75 (stalls do not move it), never below `hedge_min_delay`; no
+    hedge until 10 latencies are known. `None` (the
+    default): off. On a tool that is not idempotent it is ignored (logged once): a write
+    is never sent twice. Not for services billed per call, nor for ones that are slow
+    for everyone (see the README's "Hedged reads")."""
+    max_hedges: int = Field(default=1, ge=1, le=4)
+    """Hedges one attempt may get, one more each time the `hedge` delay passes again."""
+    hedge_budget: float = Field(default=0.05, ge=0, le=1)
+    """Share of the tool's attempts that may be hedged, so a service that is slow for
+    everyone is not hit twice as hard: each first attempt adds this much of a token to a
+    bucket of at most 10 (full at the start), each hedge takes a whole one. Over any run,
+    hedges stay within 10 plus this share of the calls; up to 10 stalls in a row are all
+    hedged. Hedges also take from the retry budget (`RetryPolicy.budget_ratio`) of a
+    tool that retries."""
+    hedge_min_delay: float = Field(default=0.05, gt=0)
+    """With ``hedge="auto"``: the shortest hedge delay, in seconds (until the tool's
+    latencies are known, it is not hedged at all)."""
+
+    @field_validator("hedge", mode="before")
+    @classmethod
+    def _check_hedge(cls, v: float | str | None) -> float | str | None:
+        if isinstance(v, bool) or (isinstance(v, (int, float)) and v <= 0):
+            raise UsageError('hedge must be a delay > 0 in seconds, "auto" or None')
+        return v
+
+    # -- end of hedged reads ----------------------------------------------------------
     state_backend: Literal["auto", "local", "store"] = "auto"
     """Where the breaker, dedup ledger and caches of this tool live: ``"auto"`` in the
     adapter's ``store=`` if one was given, else in-process; ``"local"`` always

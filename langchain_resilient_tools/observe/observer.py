@@ -68,6 +68,8 @@ class Observer:
             served_by=record.served_by,
             breaker=self.breaker_state(record.tool),
             at=record.started_at,
+            hedges=record.hedges,
+            hedge_won=record.hedge_won,
         )
         opened = self.stats.add(event)
         _otel.emit(event, breaker_opened=opened)

@@ -9,12 +9,15 @@ Metrics (attributes in braces):
 
 - ``tool_call_total{tool,status}``: calls; `status` is ``success`` or the error type.
 - ``tool_call_duration{tool,status}``: histogram of call durations, in seconds.
-- ``tool_call_retries_total{tool}``: attempts after the first.
+- ``tool_call_retries_total{tool}``: attempts after the first (hedges not included).
+- ``tool_call_hedges_total{tool,won}``: hedged reads, the extra attempts sent beside
+  slow ones; `won` is ``true`` when a hedge gave the answer.
 - ``tool_breaker_opens_total{tool}``: times the tool's breaker was seen opening.
 - ``tool_breaker_state{tool}``: gauge, 0 closed, 1 half open, 2 open.
 
 Spans: one ``tool_call <tool>`` span per call, timed from the call's start to its end,
-with the call record as attributes (a child of the span current when the call ended).
+with the call record as attributes (``resilience.hedges`` and ``resilience.hedge_won``
+on a hedged call; a child of the span current when the call ended).
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ class _Instruments:
         )
         self.retries = meter.create_counter(
             "tool_call_retries_total", unit="{attempt}", description="Attempts after the first."
+        )
+        self.hedges = meter.create_counter(
+            "tool_call_hedges_total",
+            unit="{attempt}",
+            description="Hedged reads: extra attempts sent beside slow ones, by whether one won.",
         )
         self.opens = meter.create_counter(
             "tool_breaker_opens_total", unit="{open}", description="Circuit breaker openings."
@@ -95,6 +103,9 @@ def _span_attributes(event: CallEvent) -> dict[str, Any]:
         attrs["error.type"] = event.error
     if event.breaker:
         attrs["resilience.breaker"] = event.breaker
+    if event.hedges:
+        attrs["resilience.hedges"] = event.hedges
+        attrs["resilience.hedge_won"] = event.hedge_won
     return attrs
 
 
@@ -151,8 +162,12 @@ def emit(event: CallEvent, *, breaker_opened: bool = False) -> None:
         labels = {"tool": event.tool, "status": event.status}
         inst.calls.add(1, labels)
         inst.duration.record(event.duration_ms / 1000, labels)
-        if event.attempts > 1:
-            inst.retries.add(event.attempts - 1, {"tool": event.tool})
+        retries = event.attempts - 1 - event.hedges
+        if retries > 0:
+            inst.retries.add(retries, {"tool": event.tool})
+        if event.hedges:
+            won = "true" if event.hedge_won else "false"
+            inst.hedges.add(event.hedges, {"tool": event.tool, "won": won})
         if breaker_opened:
             inst.opens.add(1, {"tool": event.tool})
         if event.breaker in BREAKER_CODES:

@@ -21,6 +21,8 @@ class CallEvent(Protocol):
     def at(self) -> float: ...
     @property
     def status(self) -> str: ...
+    @property
+    def hedges(self) -> int: ...
 
 
 def plot_events(events: Sequence[CallEvent], *, ax: Sequence[Any] | None = None) -> Any:
@@ -59,6 +61,17 @@ def plot_events(events: Sequence[CallEvent], *, ax: Sequence[Any] | None = None)
                 edgecolors="black",
                 zorder=3,
             )
+        hedged = [e for e in mine if e.hedges]
+        if hedged:  # hedged reads: a ring around the calls a hedge was sent for
+            lat_ax.scatter(
+                [end(e) for e in hedged],
+                [e.duration_ms for e in hedged],
+                s=140,
+                marker="o",
+                facecolors="none",
+                edgecolors=line.get_color(),
+                zorder=3,
+            )
     latencies = [e.duration_ms for e in events if e.duration_ms > 0]
     if latencies and max(latencies) > 50 * min(latencies):
         lat_ax.set_yscale("log")  # a hang and a 1 ms call both stay readable
@@ -71,7 +84,7 @@ def plot_events(events: Sequence[CallEvent], *, ax: Sequence[Any] | None = None)
         marker = "o" if status == "success" else "X"
         out_ax.scatter([end(e) for e in mine], rows, marker=marker, s=60, label=status, zorder=2)
     lat_ax.set_ylabel("latency (ms)")
-    lat_ax.set_title("tool calls over time, at the moment each was answered (X: it failed)")
+    lat_ax.set_title("tool calls over time, at the moment each was answered (X: failed; ring: hedged)")
     if tools:
         # Legends beside the axes, never over the data.
         outside = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}

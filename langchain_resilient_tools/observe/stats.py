@@ -44,6 +44,10 @@ class CallEvent:
     """The tool's breaker state after the call, when it has a breaker."""
     at: float
     """Wall-clock time (``time.time()``) at which the call started."""
+    hedges: int = 0
+    """Extra attempts sent beside slow ones (hedged reads), counted in `attempts` too."""
+    hedge_won: bool = False
+    """Whether a hedge gave the answer."""
 
     @property
     def status(self) -> str:
@@ -62,6 +66,7 @@ class CallEvent:
             "served_by": self.served_by,
             "breaker": self.breaker,
             "at": self.at,
+            **({"hedges": self.hedges, "hedge_won": self.hedge_won} if self.hedges else {}),
         }
 
 
@@ -82,6 +87,8 @@ class _ToolCounters:
     served_by: Counter[str] = field(default_factory=Counter)
     attempts: int = 0
     retries: int = 0
+    hedges: int = 0
+    hedge_wins: int = 0
     repairs: int = 0
     breaker: str | None = None
     breaker_opens: int = 0
@@ -116,7 +123,9 @@ class Stats:
                 counters.errors[event.error] += 1
             counters.served_by[event.served_by] += 1
             counters.attempts += event.attempts
-            counters.retries += max(0, event.attempts - 1)
+            counters.retries += max(0, event.attempts - 1 - event.hedges)
+            counters.hedges += event.hedges
+            counters.hedge_wins += event.hedge_won
             counters.repairs += len(event.repairs)
             opened = event.breaker == "open" and counters.breaker != "open"
             counters.breaker_opens += opened
@@ -157,6 +166,8 @@ def _row(tool: str, c: _ToolCounters) -> dict[str, Any]:
         "errors_by_type": dict(sorted(c.errors.items())),
         "attempts": c.attempts,
         "retries": c.retries,
+        "hedges": c.hedges,
+        "hedge_wins": c.hedge_wins,
         "repairs": c.repairs,
         "served_by": dict(sorted(c.served_by.items())),
         "p50_ms": p(50),
@@ -169,7 +180,7 @@ def _row(tool: str, c: _ToolCounters) -> dict[str, Any]:
 
 
 _TABLE_COLUMNS = (
-    "tool", "calls", "success", "errors", "error_rate", "retries", "p50_ms", "p95_ms",
+    "tool", "calls", "success", "errors", "error_rate", "retries", "hedges", "p50_ms", "p95_ms",
     "p99_ms", "breaker", "errors_by_type", "served_by",
 )  # fmt: skip
 

@@ -33,6 +33,7 @@ from .cache import CacheStage
 from .checks import ChecksStage
 from .dedup.stage import DedupStage
 from .fallback import FallbackStage
+from .hedge.stage import HedgeStage
 from .journal.stage import JournalStage
 from .limit import LimitStage
 from .repair.stage import RepairStage
@@ -59,6 +60,7 @@ STAGES: tuple[type[Stage], ...] = (
     CacheStage,  # idempotent results: TTL cache hits, and last good results for fallback
     VerifyStage,  # a write whose outcome is unknown: looked up, then run once more if not done
     RetryStage,  # idempotency-aware retry with backoff
+    HedgeStage,  # hedged reads: a slow attempt gets another one beside it; first good wins
     BreakerStage,  # per-tool circuit breaker: every attempt counted, open = final
     ChecksStage,  # result checks: a useless success raises LowQualityResult
     LimitStage,  # client-side limits: a slot (max_concurrency) and a rate-limit token

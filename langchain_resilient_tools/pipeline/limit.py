@@ -6,6 +6,10 @@ and then a token of the tool's rate limiter (`ToolPolicy.rate_limit`: langchain-
 wait counts against the call's deadline: a call that gets no slot or token in time is
 answered ``timeout`` without running the tool. The time spent waiting is kept in the
 call record (``queued_ms``).
+
+A hedge (`Call.hedge`, `pipeline.hedge`) never waits: when no slot or token is free at
+once it is not sent (``AttemptTimeout(started=False)``), since a hedge is only worth
+sending into spare capacity.
 """
 
 from __future__ import annotations
@@ -56,9 +60,17 @@ def _out_of_time(call: Call, started: float) -> AttemptTimeout:
     return AttemptTimeout(round(call.resolved.policy.clock() - started, 3), started=False)
 
 
+def _wait_for_slot(call: Call) -> float | None:
+    """How long `call` may wait for a slot: what is left of its deadline; none for a hedge."""
+    return 0.0 if call.hedge else _deadline.remaining_or_none(call)
+
+
 def _next_pause(call: Call, step: float, started: float) -> float:
     """How long to wait before asking the rate limiter again: a polling step, cut to
-    what is left of the call's deadline (none left: the call is out of time)."""
+    what is left of the call's deadline (none left: the call is out of time; a hedge
+    does not wait at all)."""
+    if call.hedge:
+        raise _out_of_time(call, started)
     left = _deadline.remaining(call)
     if left is not None and left <= 0:
         raise _out_of_time(call, started)
@@ -91,7 +103,7 @@ class LimitStage(Stage):
         clock = call.resolved.policy.clock
         started = clock()
         slots = self._slots(call)
-        if slots is not None and not slots.acquire(_deadline.remaining_or_none(call)):
+        if slots is not None and not slots.acquire(_wait_for_slot(call)):
             raise _out_of_time(call, started)
         try:
             limiter = self._limiter(call)
@@ -112,8 +124,12 @@ class LimitStage(Stage):
         clock = call.resolved.policy.clock
         started = clock()
         slots = self._slots(call)
-        if slots is not None and not await slots.aacquire(_deadline.remaining_or_none(call)):
-            raise _out_of_time(call, started)
+        if slots is not None:
+            # A hedge does not queue: its look for a free slot never blocks the loop.
+            wait = _wait_for_slot(call)
+            got = slots.acquire(0.0) if wait == 0.0 else await slots.aacquire(wait)
+            if not got:
+                raise _out_of_time(call, started)
         try:
             limiter = self._limiter(call)
             if limiter is not None:

@@ -32,6 +32,11 @@ class LatencyHistory:
         with self._lock:
             self._samples.append(max(0.0, seconds))
 
+    def snapshot(self) -> list[float]:
+        """The latencies held now, oldest first."""
+        with self._lock:
+            return list(self._samples)
+
     def timeout(self, configured: float | None) -> float | None:
         """The timeout for the next attempt, given the configured one."""
         spec = self.spec

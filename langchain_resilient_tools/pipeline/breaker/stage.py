@@ -19,7 +19,7 @@ from ...state.pertool import PerTool
 from ..health import is_service_failure
 from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
-from .machine import CircuitBreaker
+from .machine import CLOSED, CircuitBreaker
 from .shared import SharedBreaker
 
 
@@ -42,6 +42,18 @@ def _slow(call: Call, seconds: float) -> bool:
     return bool(breaker and breaker.slow_call_s is not None and seconds >= breaker.slow_call_s)
 
 
+BREAKERS = "breakers"
+"""`Env.resources` key of the per-tool breakers (the hedge stage looks at their state)."""
+
+
+def circuit_closed(env: Env, call: Call) -> bool:
+    """Whether `call`'s tool has no breaker, or one whose circuit (in this process) is
+    closed: a hedge is not sent to a tool whose circuit is open or half-open."""
+    breakers: PerTool[CircuitBreaker] | None = env.resources.get(BREAKERS)
+    breaker = None if breakers is None else breakers.peek(call.name)
+    return breaker is None or breaker.state == CLOSED
+
+
 class BreakerStage(Stage):
     name = "breaker"
 
@@ -50,7 +62,7 @@ class BreakerStage(Stage):
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)
-        self.breakers: PerTool[CircuitBreaker] = PerTool()
+        self.breakers: PerTool[CircuitBreaker] = env.resources.setdefault(BREAKERS, PerTool())
 
     def breaker_for(self, call: Call) -> CircuitBreaker | SharedBreaker | None:
         """The tool's breaker (made on first use), or `None` when it has none."""

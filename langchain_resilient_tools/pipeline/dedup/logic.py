@@ -168,6 +168,8 @@ def first_twins(calls: Sequence[Mapping[str, Any]]) -> list[int | None]:
     """For each tool call, the index of the first earlier call with the same name and
     (canonical) arguments, else `None`. Adapters run a twin after its original, so that
     the first of identical calls in one message is the one that runs."""
+    if len(calls) < 2:  # one call has no twin (most steps: skip its key)
+        return [None] * len(calls)
     seen: dict[Hashable, int] = {}
     out: list[int | None] = []
     for i, tc in enumerate(calls):

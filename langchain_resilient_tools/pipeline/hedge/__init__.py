@@ -1,0 +1,1 @@
+"""Hedged reads: the stage, and the decisions it makes (delay, race, refusals)."""

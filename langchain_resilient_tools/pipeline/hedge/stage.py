@@ -1,0 +1,326 @@
+"""Hedged reads: a slow attempt of an idempotent call gets another one beside it.
+
+When an attempt has not answered after the tool's hedge delay (`ToolPolicy.hedge`: a
+fixed delay, or ``"auto"``, learned from its recent latencies: `logic.auto_delay`, and
+no hedge at all until `logic.AUTO_MIN_SAMPLES` are known), one more attempt of the same call
+starts (up to `ToolPolicy.max_hedges`); the first good answer is the call's. The other
+attempts are cancelled (an async tool), or, when they hold a thread (a sync tool), left
+to run out and counted while they run, like the threads of timed-out attempts: no hedge
+goes while the tool's abandoned threads and running losers reach its
+`max_abandoned_threads`. (Losers are not counted where the runner counts abandoned
+threads: a burst of losers must not make the next first attempts fail fast.) An
+attempt that fails while another still runs does not end the call: the race fails only
+when every attempt failed, with the first attempt's failure.
+
+Where the stage sits (`driver.STAGES`: retry > hedge > breaker > checks > limit >
+attempt), and why:
+
+- inside retry: one race is one try of the retry loop. When every attempt of a race
+  failed, retry decides as for one failed attempt (its waits, stop, deadline), and
+  hedges spend from the same retry budget, so hedges and retries together stay in it.
+  Dedup, cache and fallback sit further out still: one logical call keeps one answer,
+  one record, one dedup entry and one cache entry however many attempts raced.
+- outside the breaker: every attempt, hedges too, is counted by the breaker (a
+  straggler that times out is a slow service). A tool whose circuit is open or half-open
+  is not hedged (looked at before a hedge goes; the breaker would refuse it anyway).
+- outside the result checks: a useless result fails its own attempt, not the race, so
+  another attempt still running may give a good one.
+- outside the limits: each attempt takes its own slot and rate-limit token. A hedge
+  never waits for one (`pipeline.limit`): with none free at once it is not sent, since a
+  hedge is only worth sending into spare capacity.
+- outside the attempt: each attempt has its own timeout, capped by the call's deadline.
+
+No hedge goes when the call's deadline has passed, when the tool was just told
+``rate_limited`` (for the wait the service asked for, else `RATE_LIMIT_QUIET_S`), when
+its circuit is not closed, when it holds its cap of abandoned threads, or when the hedge
+budget (`budget.HedgeBudget`: a bucket of `budget.BURST` tokens that each first attempt
+adds `ToolPolicy.hedge_budget` of a token to) or the retry budget is spent. A write is never hedged: `hedge` on a tool that is not
+idempotent is ignored, and logged once.
+
+The sync driver runs every attempt of a race on the dispatch pool's threads (the caller
+only waits for the first good answer); the async driver runs each as a task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import logging
+import threading
+from collections.abc import Awaitable
+from typing import Any
+
+from ...core.call import Call
+from ...core.errors import ToolRaised
+from ...core.hints import is_rate_limited, retry_after
+from ...core.policy import ResolvedPolicy
+from ...runtime import deadline as _deadline
+from ...runtime.adaptive import LatencyHistory
+from ...runtime.executor import dispatch_pool
+from ...runtime.job import Job
+from ...state.pertool import PerTool
+from ..breaker.stage import circuit_closed
+from ..retry.stage import retry_budget
+from ..stage import AsyncNext, Env, Next, Stage
+from .budget import HedgeBudget
+from .logic import (
+    RATE_LIMIT_QUIET_S,
+    Race,
+    hedge_delay,
+    history_for,
+    real_wait,
+    why_not,
+)
+
+log = logging.getLogger(__name__)
+
+_losers: set[asyncio.Task[Any]] = set()
+"""Cancelled losing attempts not yet finished (the loop keeps only weak references)."""
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    _losers.discard(task)
+    if not task.cancelled():
+        task.exception()  # read, so that asyncio does not log it as never retrieved
+
+
+class HedgeStage(Stage):
+    name = "hedge"
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self.histories: PerTool[LatencyHistory] = PerTool()
+        self.budgets: PerTool[HedgeBudget] = PerTool()
+        self._quiet: dict[str, float] = {}
+        """Per tool: the `clock` time until which it is not hedged (it was rate limited)."""
+        self._warned: set[str] = set()
+        self._running_losers: dict[str, int] = {}
+        """Per tool: losing attempts still running on a thread (sync tools)."""
+        self._lock = threading.Lock()
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        return resolved.policy.hedge is not None
+
+    # -- decisions around the race -------------------------------------------------
+
+    def _hedged(self, call: Call) -> bool:
+        """Whether `call` races at all: never a write (logged once per tool)."""
+        if call.idempotent:
+            return True
+        if call.name not in self._warned:
+            self._warned.add(call.name)
+            log.warning(
+                "hedge is set for %r, which is not idempotent: it is never hedged "
+                "(a write is never sent twice)",
+                call.name,
+            )
+        return False
+
+    def _history(self, call: Call) -> LatencyHistory | None:
+        policy = call.resolved.policy
+        if policy.hedge != "auto":
+            return None
+        return self.histories.get(call.name, lambda: history_for(policy))
+
+    def budget_for(self, call: Call) -> HedgeBudget:
+        """The tool's hedge budget: a bucket of `BURST` tokens, `hedge_budget` more per
+        first attempt."""
+        ratio = call.resolved.policy.hedge_budget
+        return self.budgets.get(call.name, lambda: HedgeBudget(ratio=ratio))
+
+    def _may_hedge(self, call: Call) -> bool:
+        """Whether a hedge may go now; takes it from the budgets when it may."""
+        policy = call.resolved.policy
+        refused = why_not(
+            deadline_left=_deadline.remaining(call),
+            quiet_until=self._quiet.get(call.name, float("-inf")),
+            now=policy.clock(),
+            circuit_closed=circuit_closed(self.env, call),
+            abandoned=self.env.runner.abandoned(call.name) + self.losers(call.name),
+            max_abandoned=policy.max_abandoned_threads,
+        )
+        if refused is not None or not self.budget_for(call).try_spend():
+            return False
+        retries = retry_budget(self.env, call)
+        return retries is None or retries.try_spend()
+
+    def losers(self, tool: str) -> int:
+        """Losing attempts of `tool` still running on a thread."""
+        return self._running_losers.get(tool, 0)
+
+    def _left_running(self, tool: str, job: Job[Any] | asyncio.Task[Any]) -> None:
+        """Count a loser that holds a thread until it finishes."""
+        with self._lock:
+            self._running_losers[tool] = self.losers(tool) + 1
+
+        def done(_: Any) -> None:
+            with self._lock:
+                left = self.losers(tool) - 1
+                if left > 0:
+                    self._running_losers[tool] = left
+                else:
+                    self._running_losers.pop(tool, None)
+
+        job.add_done_callback(done)
+
+    def _answered(self, call: Call, history: LatencyHistory | None, seconds: float) -> None:
+        if history is not None:
+            history.add(seconds)
+
+    def _failed(self, call: Call, exc: BaseException) -> None:
+        """Note a rate-limit answer: the tool is not hedged for a while."""
+        if isinstance(exc, ToolRaised) and is_rate_limited(exc.original):
+            quiet = retry_after(exc.original) or RATE_LIMIT_QUIET_S
+            self._quiet[call.name] = call.resolved.policy.clock() + quiet
+
+    @staticmethod
+    def _attempt_of(call: Call, n: int) -> Call:
+        return call if n == 0 else dataclasses.replace(call, hedge=n)
+
+    @staticmethod
+    def _close(call: Call, race: Race) -> None:
+        call.record.hedges += race.hedges_sent
+        if race.winner is not None:
+            call.record.hedge_won = race.winner > 0
+
+    # -- the sync driver -----------------------------------------------------------
+
+    def _alone(self, call: Call, call_next: Next, history: LatencyHistory | None) -> Any:
+        """One attempt and no race (``"auto"`` still learning the tool's latency)."""
+        clock = call.resolved.policy.clock
+        start = clock()
+        try:
+            value = call_next(call)
+        except BaseException as exc:
+            self._failed(call, exc)
+            raise
+        self._answered(call, history, clock() - start)
+        return value
+
+    def wrap(self, call: Call, call_next: Next) -> Any:
+        if not self._hedged(call):
+            return call_next(call)
+        policy = call.resolved.policy
+        clock = policy.clock
+        history = self._history(call)
+        delay = hedge_delay(policy, history)
+        self.budget_for(call).record_call()
+        if delay is None:
+            return self._alone(call, call_next, history)
+        race = Race()
+        cond = threading.Condition(threading.Lock())
+        jobs: dict[int, Job[None]] = {}
+
+        def one(n: int, attempt: Call) -> None:
+            start = clock()
+            try:
+                value = call_next(attempt)
+            except BaseException as exc:  # handed to the race, which decides
+                self._failed(call, exc)
+                with cond:
+                    race.lost(n, exc)
+                    cond.notify_all()
+                return
+            self._answered(call, history, clock() - start)
+            with cond:
+                race.won(n, value)
+                cond.notify_all()
+
+        def launch() -> None:  # under `cond`
+            n = race.start()
+            ctx = contextvars.copy_context()
+            attempt = self._attempt_of(call, n)
+            jobs[n] = dispatch_pool().submit(lambda: ctx.run(one, n, attempt))
+
+        start = clock()
+        hedges = 0
+        with cond:
+            launch()
+            while not race.decided:
+                at = start + delay * (hedges + 1) if hedges < policy.max_hedges else None
+                while not race.decided and (at is None or clock() < at):
+                    cond.wait(real_wait(clock, at))
+                if race.decided:
+                    break
+                hedges += 1
+                if self._may_hedge(call):
+                    launch()
+                else:
+                    hedges = policy.max_hedges  # not now: not later in this race either
+            for n, job in jobs.items():
+                if n != race.winner and not job.done():
+                    self._left_running(call.name, job)  # a loser, still running
+            self._close(call, race)
+        return race.outcome()
+
+    # -- the async driver ----------------------------------------------------------
+
+    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
+        if not self._hedged(call):
+            return call_next(call)
+        return self._arace(call, call_next)
+
+    async def _aone(
+        self, call: Call, attempt: Call, call_next: AsyncNext, history: LatencyHistory | None
+    ) -> Any:
+        clock = call.resolved.policy.clock
+        start = clock()
+        try:
+            value = await call_next(attempt)
+        except Exception as exc:
+            self._failed(call, exc)
+            raise
+        self._answered(call, history, clock() - start)
+        return value
+
+    async def _arace(self, call: Call, call_next: AsyncNext) -> Any:
+        policy = call.resolved.policy
+        clock = policy.clock
+        history = self._history(call)
+        delay = hedge_delay(policy, history)
+        self.budget_for(call).record_call()
+        if delay is None:
+            return await self._aone(call, call, call_next, history)
+        race = Race()
+        loop = asyncio.get_running_loop()
+        live: dict[asyncio.Task[Any], int] = {}
+
+        def launch() -> None:
+            n = race.start()
+            attempt = self._attempt_of(call, n)
+            live[loop.create_task(self._aone(call, attempt, call_next, history))] = n
+
+        start = clock()
+        hedges = 0
+        launch()
+        try:
+            while not race.decided:
+                at = start + delay * (hedges + 1) if hedges < policy.max_hedges else None
+                done, _ = await asyncio.wait(
+                    live, timeout=real_wait(clock, at), return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in done:
+                    n = live.pop(task)
+                    exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
+                    if exc is None:
+                        race.won(n, task.result())
+                    else:
+                        race.lost(n, exc)
+                if race.decided or at is None or clock() < at:
+                    continue
+                hedges += 1
+                if self._may_hedge(call):
+                    launch()
+                else:
+                    hedges = policy.max_hedges
+        finally:
+            for task in live:  # the losers (or every attempt, when the caller is cancelled)
+                _losers.add(task)
+                task.add_done_callback(_forget)
+                if call.offload:  # a sync tool's thread cannot be stopped: it runs out
+                    self._left_running(call.name, task)
+                else:
+                    task.cancel()
+        self._close(call, race)
+        return race.outcome()
