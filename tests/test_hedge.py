@@ -14,9 +14,10 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from langchain_core.tools import InjectedToolArg
 
 from langchain_resilient_tools import BreakerPolicy, ResilientToolNode, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.core.errors import AttemptTimeout, CircuitOpen, ToolRaised
@@ -332,6 +333,23 @@ def test_a_write_is_never_hedged(harness: Harness, caplog: pytest.LogCaptureFixt
     warnings = [r for r in caplog.records if "never hedged" in r.getMessage()]
     assert len(warnings) == 1  # once per tool
     assert harness.stats()["create_order"]["hedges"] == 0
+
+
+def test_a_keyed_write_is_never_hedged() -> None:
+    """A write the service knows by its idempotency key is retried with it (it counts as
+    idempotent), but it is a write: never sent twice at once."""
+    from langchain_resilient_tools.pipeline.driver import Pipeline
+
+    def create_order(query: str, idempotency_key: Annotated[str, InjectedToolArg]) -> str:
+        """Order."""
+        return f"order {query}"
+
+    tool = counted("create_order", create_order)
+    pipeline = Pipeline(PolicyResolver(_policy(FakeClock(), idempotency_key=True)))
+    call = pipeline.new_call(call_id="c0", name="create_order", args={"query": "q"}, tool=tool)
+    assert call.idempotent and call.resolved.write
+    stage = next(s for s in pipeline.stages if isinstance(s, HedgeStage))
+    assert stage._hedged(call) is False
 
 
 def test_the_budget_holds_under_an_outage(harness: Harness, releases: Releases) -> None:

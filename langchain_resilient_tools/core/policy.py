@@ -524,6 +524,12 @@ class ResolvedPolicy:
         else:
             self.idempotent = infer_idempotent(tool_name)
 
+    @property
+    def write(self) -> bool:
+        """A write by our rules: not idempotent, or idempotent only through a key (a keyed
+        write is retried with its key, but never hedged, and it is journaled)."""
+        return not self.idempotent or self.policy.idempotency_key is not False
+
 
 _WILDCARDS = re.compile(r"\*|\?|\[[^\]]*\]")
 

@@ -105,8 +105,9 @@ class HedgeStage(Stage):
     # -- decisions around the race -------------------------------------------------
 
     def _hedged(self, call: Call) -> bool:
-        """Whether `call` races at all: never a write (logged once per tool)."""
-        if call.idempotent:
+        """Whether `call` races at all: never a write, keyed writes included (logged once
+        per tool)."""
+        if not call.resolved.write:
             return True
         if call.name not in self._warned:
             self._warned.add(call.name)

@@ -96,11 +96,6 @@ def _running_here(key: str, found: Any) -> concurrent.futures.Future[None] | Non
         return _running.get(key)
 
 
-def is_write(resolved: ResolvedPolicy) -> bool:
-    """Writes by our rules: not idempotent, or idempotent only through a key."""
-    return not resolved.idempotent or resolved.policy.idempotency_key is not False
-
-
 class _Entry:
     """One call's journal session: its backend, key and intent."""
 
@@ -206,7 +201,7 @@ class JournalStage(Stage):
     name = "journal"
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
-        return resolved.policy.journal and is_write(resolved)
+        return resolved.policy.journal and resolved.write
 
     def _open(self, call: Call, backend: StateBackend) -> tuple[_Entry | None, Any, Any]:
         """The call's journal session and (`_ANSWERED`, answer), (`_WAIT`, the in-process
