@@ -138,7 +138,6 @@ class ResilientTool(BaseTool):
         return getattr(self.inner, "coroutine", None)
 
     # -- invocation ----------------------------------------------------------------
-
     def _new_call(self, input: Any, config: RunnableConfig | None) -> tuple[Call, bool, Pipeline]:
         is_tool_call = isinstance(input, dict) and input.get("type") == "tool_call"
         if is_tool_call:
