@@ -385,26 +385,11 @@ def _classify(exc: BaseException, call: Call) -> Failure:
     if isinstance(exc, Recorded):
         return _recorded(exc.failure)
     if isinstance(exc, OrphanedWrite):
-        return Failure(
-            ToolErrorType.UNKNOWN_OUTCOME,
-            m.ORPHANED_WRITE.format(tool=name, age=m.age_text(exc.seconds_ago)),
-            m.UNKNOWN_OUTCOME_HINT,
-            False,
-        )
+        return _unknown(m.ORPHANED_WRITE.format(tool=name, age=m.age_text(exc.seconds_ago)))
     if isinstance(exc, WriteInFlight):
-        return Failure(
-            ToolErrorType.UNKNOWN_OUTCOME,
-            m.WRITE_IN_FLIGHT.format(tool=name),
-            m.UNKNOWN_OUTCOME_HINT,
-            False,
-        )
+        return _unknown(m.WRITE_IN_FLIGHT.format(tool=name))
     if isinstance(exc, OutcomeStillUnknown):
-        return Failure(
-            ToolErrorType.UNKNOWN_OUTCOME,
-            m.UNKNOWN_OUTCOME_RERUN.format(tool=name),
-            m.UNKNOWN_OUTCOME_HINT,
-            False,
-        )
+        return _unknown(m.UNKNOWN_OUTCOME_RERUN.format(tool=name))
     if isinstance(exc, DuplicateCall):
         message = m.DUPLICATE_LOOPING if exc.looping else m.DUPLICATE
         if exc.reason == "in_flight":
@@ -440,6 +425,11 @@ def _classify(exc: BaseException, call: Call) -> Failure:
         False,
         cause=exc,
     )
+
+
+def _unknown(message: str) -> Failure:
+    """A write that may or may not have taken effect, and was not run again."""
+    return Failure(ToolErrorType.UNKNOWN_OUTCOME, message, m.UNKNOWN_OUTCOME_HINT, False)
 
 
 def _recorded(data: Mapping[str, Any]) -> Failure:

@@ -51,9 +51,7 @@ from typing import Annotated, Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import ToolRetryMiddleware
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatResult
 from langchain_core.tools import BaseTool, InjectedToolArg, InjectedToolCallId, StructuredTool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -195,25 +193,14 @@ def decide(folder: Path, review: dict[str, Any]) -> dict[str, Any]:
 # -- the model --------------------------------------------------------------------------
 
 
-class ConversationModel(ScriptedChatModel):
-    """The scripted model, stateless across processes: the n-th model call of a thread
-    (n = the AIMessages it is given) gets the n-th scripted message, so a fresh process
-    that resumes the thread carries on where the dead one stopped."""
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self._index = sum(isinstance(m, AIMessage) for m in messages)
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
-def model() -> ConversationModel:
+def model() -> ScriptedChatModel:
     calls = [tool_call("send_email", {"to": to}, id=cid) for cid, to in CALLS]
-    return ConversationModel(script=[AIMessage("", tool_calls=calls), AIMessage("done")])
+    # per turn: the n-th model call after the user's message gets the n-th scripted
+    # message, so a fresh process that resumes the thread carries on where the dead one
+    # stopped.
+    return ScriptedChatModel(
+        script=[AIMessage("", tool_calls=calls), AIMessage("done")], per_turn=True
+    )
 
 
 # -- storage: savers that kill at a point of the checkpoint write ----------------------
