@@ -9,9 +9,11 @@ crash meets (tests/test_crash_safety.py kills real worker processes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -68,10 +70,12 @@ def saver(harness: Harness) -> Iterator[Any]:
     """Makes SQLite checkpointers on a path: `SqliteSaver`, or `AsyncSqliteSaver` on the
     async harness's loop (its connections closed when the test ends)."""
     opened: list[Any] = []
+    plain: list[sqlite3.Connection] = []
 
     def make(path: str) -> Any:
         if harness.mode == "sync":
-            return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+            plain.append(sqlite3.connect(path, check_same_thread=False))
+            return SqliteSaver(plain[-1])
         import aiosqlite
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -80,6 +84,7 @@ def saver(harness: Harness) -> Iterator[Any]:
         if harness.loop is None or harness.loop.is_closed():
             harness.loop = asyncio.new_event_loop()
             _LOOPS.append(harness.loop)
+
         async def made() -> Any:
             conn = await aiosqlite.connect(path)
             opened.append(conn)
@@ -88,6 +93,8 @@ def saver(harness: Harness) -> Iterator[Any]:
         return harness.loop.run_until_complete(made())
 
     yield make
+    for sync_conn in plain:
+        sync_conn.close()
     for conn in opened:
         if harness.loop is not None and not harness.loop.is_closed():
             harness.loop.run_until_complete(conn.close())
@@ -101,7 +108,9 @@ def _run(
     graph = harness.build(tools, policy=policy, checkpointer=saver, ai=ai, store=store)
     payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
     state = harness.invoke(graph, payload, {"configurable": {"thread_id": thread}})
-    found = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == call_id]
+    found = [
+        m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == call_id
+    ]
     assert found
     return found[-1]  # the answer of this run (an earlier run of the thread left its own)
 
@@ -112,17 +121,19 @@ def _key(tool: str = "send_email", call_id: str = "c1", thread: str = THREAD) ->
 
 def _dead_owner() -> dict[str, Any]:
     """An owner record of a process of this host that has exited."""
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0)
-    os.waitpid(pid, 0)
-    return {**owner.me(), "pid": pid, "start": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {**owner.me(), "pid": int(done.stdout), "start": "1"}
 
 
 def _entries(path: str) -> dict[str, Any]:
     backend = SqliteBackend(path)
     backend.get(NS_JOURNAL, "")  # its table, if nothing made it yet
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         keys = [r[0] for r in conn.execute("SELECT key FROM lrt_state WHERE ns = ?", (NS_JOURNAL,))]
     return {k: backend.get(NS_JOURNAL, k) for k in keys}
 
@@ -161,7 +172,9 @@ def test_a_receipt_keeps_a_digest_of_the_arguments_and_a_capped_answer() -> None
 # -- through the adapters --------------------------------------------------------------------
 
 
-def test_a_healthy_write_leaves_an_intent_then_a_receipt(harness: Harness, db: str, saver: Any) -> None:
+def test_a_healthy_write_leaves_an_intent_then_a_receipt(
+    harness: Harness, db: str, saver: Any
+) -> None:
     box = Outbox()
     answer = _run(harness, [send_tool(box)], saver(db))
     assert answer.content == "sent to ann" and box.sent
@@ -188,7 +201,12 @@ def test_a_call_with_a_receipt_is_answered_from_it(harness: Harness, db: str, sa
 def test_a_recorded_failure_is_answered_again(harness: Harness, db: str, saver: Any) -> None:
     box = Outbox()
     mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
-    failure = {"error": "tool_error", "message": "mailbox full", "suggestion": "s", "retryable": False}
+    failure = {
+        "error": "tool_error",
+        "message": "mailbox full",
+        "suggestion": "s",
+        "retryable": False,
+    }
     done = {**logic.receipt(mine, now=2.0, value=""), "outcome": "error", "failure": failure}
     SqliteBackend(db).put(NS_JOURNAL, _key(), done, ttl=600)
     body = _envelope(_run(harness, [send_tool(box)], saver(db)))
@@ -213,7 +231,9 @@ def test_an_orphaned_write_is_never_run_silently(harness: Harness, db: str, save
     assert again["error"] == "unknown_outcome" and box.sent == []
 
 
-def test_an_orphaned_write_that_verify_finds_is_answered_with_it(harness: Harness, db: str, saver: Any) -> None:
+def test_an_orphaned_write_that_verify_finds_is_answered_with_it(
+    harness: Harness, db: str, saver: Any
+) -> None:
     box = Outbox()
     box.sent.append(derive_key(THREAD, "send_email", "c1"))  # it had been sent
     _orphan(db)
@@ -223,7 +243,9 @@ def test_an_orphaned_write_that_verify_finds_is_answered_with_it(harness: Harnes
     assert len(box.sent) == 1
 
 
-def test_an_orphaned_write_that_verify_does_not_find_runs_once(harness: Harness, db: str, saver: Any) -> None:
+def test_an_orphaned_write_that_verify_does_not_find_runs_once(
+    harness: Harness, db: str, saver: Any
+) -> None:
     box = Outbox()
     _orphan(db)
     answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
@@ -252,7 +274,9 @@ def test_a_write_another_live_worker_runs_is_waited_for(
 
     box = Outbox()
     backend = SqliteBackend(db)
-    theirs = logic.intent("send_email", {"to": "ann"}, owner=owner.me(), now=backend.clock(), lease=60)
+    theirs = logic.intent(
+        "send_email", {"to": "ann"}, owner=owner.me(), now=backend.clock(), lease=60
+    )
     backend.put(NS_JOURNAL, _key(), theirs, ttl=600)
     waits: list[float] = []
 
@@ -273,7 +297,9 @@ def test_a_write_still_running_elsewhere_past_the_deadline_is_unknown(
 ) -> None:
     box = Outbox()
     backend = SqliteBackend(db)
-    theirs = logic.intent("send_email", {"to": "ann"}, owner=owner.me(), now=backend.clock(), lease=60)
+    theirs = logic.intent(
+        "send_email", {"to": "ann"}, owner=owner.me(), now=backend.clock(), lease=60
+    )
     backend.put(NS_JOURNAL, _key(), theirs, ttl=600)
     body = _envelope(_run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=0.3)))
     assert box.sent == [] and body["error"] == "unknown_outcome"
@@ -293,7 +319,9 @@ def test_reads_and_unjournaled_writes_leave_nothing(harness: Harness, db: str, s
     assert _entries(db) == {}
 
 
-def test_the_store_is_used_when_durable_else_the_checkpointer(harness: Harness, db: str, saver: Any) -> None:
+def test_the_store_is_used_when_durable_else_the_checkpointer(
+    harness: Harness, db: str, saver: Any
+) -> None:
     """An InMemoryStore would be lost with the process: the SQLite checkpointer's database
     keeps the journal instead."""
     box = Outbox()
@@ -360,7 +388,9 @@ class Counting(StoreBackend):
         return super().claim(ns, key, value, ttl=ttl)
 
 
-def test_a_healthy_write_costs_two_journal_round_trips(harness: Harness, db: str, saver: Any) -> None:
+def test_a_healthy_write_costs_two_journal_round_trips(
+    harness: Harness, db: str, saver: Any
+) -> None:
     if harness.adapter != "node":
         pytest.skip("counted on the node's store=")
     from langgraph.graph import END, START, StateGraph
@@ -417,7 +447,9 @@ def test_a_dead_workers_pending_write_is_never_called_still_running(harness: Har
     body = _envelope(_run(harness, [tool], InMemorySaver(), store=store, policy=policy))
     assert box.sent == [] and body["error"] == "unknown_outcome"
     assert "still" not in body["message"]
-    again = _envelope(_run(harness, [tool], InMemorySaver(), store=store, policy=policy, call_id="c2"))
+    again = _envelope(
+        _run(harness, [tool], InMemorySaver(), store=store, policy=policy, call_id="c2")
+    )
     assert box.sent == [] and again["error"] == "duplicate_call"
     assert "in flight" not in again["message"] and "still running" not in again["message"]
 
@@ -444,5 +476,7 @@ def test_a_dead_workers_pending_read_runs(harness: Harness) -> None:
     tool = StructuredTool.from_function(get_inbox)
     store = InMemoryStore()
     _dead_pending(store, tool)
-    answer = _run(harness, [tool], InMemorySaver(), store=store, policy=ToolPolicy(state_backend="store"))
+    answer = _run(
+        harness, [tool], InMemorySaver(), store=store, policy=ToolPolicy(state_backend="store")
+    )
     assert answer.content == "inbox of ann"

@@ -20,6 +20,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,8 @@ class SqliteBackend(TableBackend):
                 conn = sqlite3.connect(
                     self.path, check_same_thread=False, isolation_level=None, timeout=10.0
                 )
+                # Closed with the backend (Python 3.13 warns about a connection left open).
+                weakref.finalize(self, conn.close)
                 conn.execute("PRAGMA journal_mode=WAL")  # as LangGraph's SqliteSaver sets it
                 conn.execute(_SETUP)
                 self._conn = conn
