@@ -41,11 +41,18 @@ def _host() -> tuple[str, str]:
     return socket.gethostname(), _read("/proc/sys/kernel/random/boot_id")
 
 
+_ME: dict[int, dict[str, Any]] = {}
+"""This process's owner record, by pid (read from /proc once, made again after a fork)."""
+
+
 def me() -> dict[str, Any]:
     """This worker (process) as an owner record (it changes after a fork)."""
-    host, boot = _host()
     pid = os.getpid()
-    return {"host": host, "boot": boot, "pid": pid, "start": _start_ticks(pid)}
+    found = _ME.get(pid)
+    if found is None:
+        host, boot = _host()
+        found = _ME[pid] = {"host": host, "boot": boot, "pid": pid, "start": _start_ticks(pid)}
+    return dict(found)
 
 
 def gone(owner: Mapping[str, Any]) -> bool:
