@@ -45,6 +45,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, RetryPolicy
 
 from langchain_resilient_tools import (
+    ResilientTool,
     ResilientToolNode,
     ResilientToolsMiddleware,
     ResilientToolsState,
@@ -213,6 +214,23 @@ def test_a_retry_inside_ours_limited_to_reads_is_said_once(
         "r1": "success", "r2": "success", "w": "success"
     }  # fmt: skip
     assert service.runs == Counter({"get_quote": 2, ORDER: 1})
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_wrapped_tool_under_a_retry_layer_sends_a_write_once(mode: str) -> None:
+    """`ResilientTool.wrap` answers a failure instead of raising it, so a retry layer
+    around the wrapped tool (here `ToolNode`'s ``wrap_tool_call``) has nothing to retry."""
+    service = Service()
+    service.reset_after_sending = True
+    retry = ToolRetryMiddleware(initial_delay=0, jitter=False)
+    wrapped = [ResilientTool.wrap(t) for t in service.tools()]
+    node = ToolNode(
+        wrapped, wrap_tool_call=retry.wrap_tool_call, awrap_tool_call=retry.awrap_tool_call
+    )
+    payload = {"messages": [AIMessage("", tool_calls=[tool_call(ORDER, {"item": "tea"}, id="w")])]}
+    state = invoke(_graph(node), payload, mode)
+    assert service.runs[ORDER] == 1
+    assert envelope(answers(state)["w"])["error"] == "unknown_outcome"
 
 
 def test_an_inner_retry_without_retries_is_not_a_retry_layer() -> None:
@@ -403,6 +421,28 @@ def test_a_call_limit_counts_what_the_model_asked_and_our_rules_hold_for_the_res
     assert got["a"].status == got["b"].status == "success"
 
 
+@pytest.mark.parametrize("ours_first", [True, False], ids=["ours-outer", "limit-outer"])
+def test_a_call_limit_before_ours_counts_the_calls_we_repaired(ours_first: bool) -> None:
+    """A call the model could not format but we could repair runs like any other. The
+    limit counts it only when its after_model runs after ours, i.e. when the limit
+    comes first in the list (after_model hooks run last-to-first); after ours it escapes
+    the count (the docs say: put ToolCallLimitMiddleware before ours)."""
+    service = Service()
+    limit = ToolCallLimitMiddleware(run_limit=1)
+    mw = [ResilientToolsMiddleware(), limit] if ours_first else [limit, ResilientToolsMiddleware()]
+    script = turn(
+        tool_call("get_quote", {"item": "tea"}, id="a"),
+        invalid=[invalid_call("get_quote", "{'item': 'milk',}", id="fixed")],
+    )
+    state = invoke(agent(service, mw, script), {"messages": [HumanMessage("go")]}, "sync")
+    got = answers(state)
+    assert got["a"].content == "tea: 3 EUR"
+    if ours_first:
+        assert service.runs["get_quote"] == 2 and str(got["fixed"].content).endswith("milk: 3 EUR")
+    else:
+        assert service.runs["get_quote"] == 1 and "limit" in str(got["fixed"].content).lower()
+
+
 # -- ModelFallbackMiddleware --------------------------------------------------------------
 
 
@@ -450,12 +490,10 @@ def _graph(node: Any, checkpointer: Any = None, **node_kw: Any) -> Any:
 
 
 async def test_our_timeouts_answer_inside_a_node_timeout() -> None:
-    """``deadline_s`` below the node's ``timeout=``: the hung call is answered, its
-    sibling keeps its result, and the node never times out."""
+    """Our call deadline (by default 2 x timeout + 1 s) below the node's ``timeout=``:
+    the hung call is answered, its sibling keeps its result, the node never times out."""
     hang, service = Hang("get_stock"), Service()
-    node = ResilientToolNode(
-        [hang.tool(), *service.tools()], policy=ToolPolicy(timeout=0.05, deadline_s=0.3)
-    )
+    node = ResilientToolNode([hang.tool(), *service.tools()], policy=ToolPolicy(timeout=0.05))
     calls = [
         tool_call("get_stock", {"item": "tea"}, id="h"),
         tool_call(ORDER, {"item": "tea"}, id="w"),

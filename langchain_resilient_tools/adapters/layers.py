@@ -63,7 +63,8 @@ NODE_RERUN = (
     "timeout=): every call of the step runs again; writes that already ran are answered "
     "by the dedup ledger and the journal, not run again. %s retries each call itself "
     "(ToolPolicy(retry=...)); a RetryPolicy on its node only adds attempts, and a node "
-    "timeout= should exceed ToolPolicy(deadline_s=...) so that calls answer before it."
+    "timeout= should exceed the calls' deadline (by default 2 x timeout + 1 s) so that "
+    "they are answered before it."
 )
 FIXES = {
     ("middleware", RETRY): (
