@@ -554,3 +554,16 @@ async def test_a_node_retry_after_its_timeout_does_not_send_a_write_again(
     assert str(got["w"].content).endswith("order for tea")  # with the journal, marked
     said = [r.getMessage() for r in caplog.records if r.name == LAYERS_LOG]
     assert len(said) == 1 and "ran node 'tools' again (attempt 2" in said[0]
+
+
+def test_the_docs_page_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every Python block of docs/builtins.md, each on its own."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "builtins.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 3
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"docs/builtins.md block {i}", "exec"), {"__name__": f"block{i}"})
+    assert "ToolRetryMiddleware sits inside ResilientToolsMiddleware" in capsys.readouterr().out
