@@ -246,18 +246,29 @@ def test_an_inner_retry_without_retries_is_not_a_retry_layer() -> None:
     assert answers(state)["w"].status == "error"
 
 
-def test_a_retry_in_a_nodes_wrapper_is_refused_at_construction() -> None:
+def test_a_retry_in_a_nodes_wrapper_is_refused_at_construction(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     retry = ToolRetryMiddleware(initial_delay=0)
     with pytest.raises(UsageError, match=r"ToolRetryMiddleware sits inside ResilientToolNode"):
         ResilientToolNode(Service().tools(), wrap_tool_call=retry.wrap_tool_call)
     with pytest.raises(UsageError, match="create_order"):
         ResilientToolNode(Service().tools(), awrap_tool_call=retry.awrap_tool_call)
     # An explicit idempotent=True makes the write safe to repeat: reads only, said once.
-    ResilientToolNode(
-        Service().tools(),
-        policies={ORDER: ToolPolicy(idempotent=True)},
-        wrap_tool_call=retry.wrap_tool_call,
-    )
+    with caplog.at_level(logging.WARNING, logger=LAYERS_LOG):
+        ResilientToolNode(
+            Service().tools(),
+            policies={ORDER: ToolPolicy(idempotent=True)},
+            wrap_tool_call=retry.wrap_tool_call,
+        )
+        errors = ToolErrorMiddleware(lambda e, r: "failed")
+        ResilientToolNode(Service().tools(), wrap_tool_call=errors.wrap_tool_call)
+    said = [r.getMessage() for r in caplog.records if r.name == LAYERS_LOG]
+    assert len(said) == 2
+    assert said[0].startswith("ToolRetryMiddleware sits inside ResilientToolNode")
+    assert "create_order, get_quote" in said[0]
+    assert said[1].startswith("ToolErrorMiddleware sits inside ResilientToolNode")
+    assert "Drop it from the node's wrap_tool_call" in said[1]
 
 
 def test_the_layers_inside_are_found_through_the_chain_create_agent_builds() -> None:
