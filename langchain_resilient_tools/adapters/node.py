@@ -138,7 +138,7 @@ class ResilientToolNode(StepNode):
     def _new_call(self, request: ToolCallRequest) -> Call:
         tc = request.tool_call
         bad: Any = tc.get(INVALID_KEY)  # type: ignore[misc]
-        self._layers.note_rerun(request, self.name or "tools")  # LangGraph's retry_policy ran it again
+        self._layers.note_rerun(request, self.name or "tools")  # a node retry_policy re-ran it
         call = self.pipeline.new_call(
             call_id=tc["id"] or "",
             name=tc["name"],
