@@ -120,3 +120,39 @@ def test_checkpoint_bytes_tiny() -> None:
     assert isinstance(result["target_met"], bool)
     assert result["reused_after_restart"] is True
     assert "ResilientToolsState" in bench_checkpoints.table(result)
+
+
+def test_builtins_bench_tiny() -> None:
+    """Two scenarios without a hang, two stacks: the counts behind the docs' table."""
+    from bench import bench_builtins
+
+    result = bench_builtins.run(
+        ["write_reset", "duplicate_writes"], stacks=("native_defaults", "ours")
+    )
+    cells = {(c["scenario"], c["stack"]): c for c in result["cells"]}
+    assert set(cells) == {
+        (s, k) for s in ("write_reset", "duplicate_writes") for k in ("native_defaults", "ours")
+    }
+    for cell in cells.values():
+        assert set(cell["invariants"]) == set(bench_builtins.INVARIANTS)
+    # ToolRetryMiddleware's defaults send the write that resets three times; ours once.
+    assert cells[("write_reset", "native_defaults")]["executions"] == {"create_order": 3}
+    assert cells[("write_reset", "native_defaults")]["invariants"]["writes_once"] is False
+    assert cells[("write_reset", "ours")]["executions"] == {"create_order": 1}
+    assert cells[("write_reset", "ours")]["answers"] == {"w": "unknown_outcome"}
+    assert cells[("duplicate_writes", "ours")]["invariants"]["twins"] is True
+    assert "duplicate_writes" in bench_builtins.markdown(result)
+
+
+def test_the_builtins_page_shows_every_measured_cell() -> None:
+    """docs/builtins.md's table has a row per scenario and a column per stack of the
+    saved run (re-running the bench does not break this test)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    saved = json.loads((root / "bench" / "results" / "builtins.json").read_text())["builtins"]
+    page = (root / "docs" / "builtins.md").read_text()
+    assert "| scenario | " + " | ".join(saved["stacks"]) + " |" in page
+    for scenario in saved["scenarios"]:
+        assert f"| {scenario['name']} |" in page

@@ -34,7 +34,8 @@ def answer_invalid_calls(
 ) -> dict[str, Any] | None:
     """The state update answering the last AIMessage's invalid calls, if it has any."""
     messages = state["messages"]
-    last = messages[-1] if messages else None
+    # Another middleware's after_model may have answered calls first (a limit, a person).
+    last = next((m for m in reversed(messages) if not isinstance(m, ToolMessage)), None)
     if not isinstance(last, AIMessage) or not last.invalid_tool_calls:
         return None
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}

@@ -35,6 +35,7 @@ from ..state.graph import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
 from ..text.envelope import failure_message, success_message, take_error_record
 from .context import RERUN
 from .invalid_calls import answer_invalid_calls
+from .layers import Layers
 from .review import (
     areview_each,
     arun_durably,
@@ -88,6 +89,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         """Repairs made to invalid calls in `after_model`, by call id, until they run."""
         self._twins = MessageTwins()
         """Which calls of the turn are identical: one runs, its twins share its outcome."""
+        self._layers = Layers(self.pipeline.resolver, "middleware")  # a retry inside ours
 
     def _asks_person(self, name: str) -> bool:
         """Whether an unknown outcome of tool `name` is a question for a person."""
@@ -177,6 +179,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
+        self._layers.guard(request, handler, self)
+
         def answer() -> Any:
             call = self._new_call(request, rerun=RERUN.get())
             call.run = run_with(handler, request)
@@ -196,6 +200,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         runner = self.pipeline.env.runner
+        self._layers.guard(request, handler, self)
 
         async def answer() -> Any:
             call = self._new_call(request, rerun=RERUN.get())

@@ -35,6 +35,7 @@ from ..runtime.isolate import check_isolated
 from ..runtime.offload import bridged, offloaded
 from ..state.graph import ERRORS_KEY, DroppedRecordsWarning
 from .context import INPUT_TYPE, RERUN, TWINS
+from .layers import Layers
 from .node_io import HandleToolErrors
 from .node_step import StepNode
 from .review import with_question
@@ -120,6 +121,9 @@ class ResilientToolNode(StepNode):
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
         resolve = self.pipeline.resolver.resolve
         self._asking = frozenset(n for n in self._tool_names if asking(resolve(n)))
+        self._layers = Layers(self.pipeline.resolver, "node")  # a retry in a user's wrapper
+        self._layers.find(wrap_tool_call, awrap_tool_call)
+        self._layers.check(self._tool_names)  # a write it covers: refused here
 
     def __repr__(self) -> str:
         # ToolNode's repr prints its attributes, our bound hooks among them: recursion.
@@ -134,6 +138,7 @@ class ResilientToolNode(StepNode):
     def _new_call(self, request: ToolCallRequest) -> Call:
         tc = request.tool_call
         bad: Any = tc.get(INVALID_KEY)  # type: ignore[misc]
+        self._layers.note_rerun(request, self.name or "tools")  # a node retry_policy re-ran it
         call = self.pipeline.new_call(
             call_id=tc["id"] or "",
             name=tc["name"],

@@ -92,6 +92,24 @@ class StepTwins:
         call.twinless = call.id not in self.grouped
 
 
+def last_turn(messages: Sequence[Any]) -> tuple[AIMessage, frozenset[str]] | None:
+    """The AIMessage whose calls run now, and the ids of its calls already answered.
+
+    Other middleware's ``after_model`` may answer some calls before the tools run (a
+    call over `ToolCallLimitMiddleware`'s limit, one a person rejected, one the model
+    could not format): their `ToolMessage`s then follow the AIMessage in the state.
+    """
+    answered: set[str] = set()
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage):
+            answered.add(message.tool_call_id)
+        elif isinstance(message, AIMessage) and message.tool_calls:
+            return message, frozenset(answered)
+        else:
+            return None
+    return None
+
+
 class MessageTwins:
     """`StepTwins` of the AIMessage a graph state ends with (the turn whose calls run
     now), made once per message (a few recent ones are kept; thread-safe)."""
@@ -104,11 +122,16 @@ class MessageTwins:
 
     def __call__(self, state: Any) -> StepTwins | None:
         messages = state.get("messages") if isinstance(state, Mapping) else None
-        ai = messages[-1] if isinstance(messages, list) and messages else None
-        if not isinstance(ai, AIMessage) or not ai.tool_calls:
+        turn = last_turn(messages) if isinstance(messages, list) else None
+        if turn is None:
             return None
-        calls = ai.tool_calls
-        key: Hashable = (ai.id, len(calls)) if ai.id else tuple(str(tc["id"]) for tc in calls)
+        ai, answered = turn
+        calls = [tc for tc in ai.tool_calls if tc["id"] not in answered]
+        if not calls:
+            return None
+        key: Hashable = (
+            (ai.id, len(calls), answered) if ai.id else tuple(str(tc["id"]) for tc in calls)
+        )
         with self._lock:
             twins = self._seen.get(key)
         if twins is None:
