@@ -102,10 +102,20 @@ def check(ts: ToolSchema, args: Mapping[str, Any], *, reject_unknown: bool) -> l
             problems = from_jsonschema(ts.validator.iter_errors(dict(args)))
         except Exception:
             problems = []
-    facts = ts.facts
-    if reject_unknown and facts.known and not facts.open:
+    if reject_unknown:
         named = {p["name"] for p in problems if p["problem"] == "unexpected"}
-        for key in args:
-            if key not in facts.props and key not in ts.hidden and key not in named:
-                problems.append(field_problem(arg_path([key]), "unexpected", "no such argument"))
+        problems.extend(p for p in unexpected(ts, args) if p["name"] not in named)
     return problems
+
+
+def unexpected(ts: ToolSchema, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A problem for every argument the tool's (closed) schema does not know, each
+    listing the valid names."""
+    facts = ts.facts
+    if not facts.known or facts.open:
+        return []
+    return [
+        field_problem(arg_path([key]), "unexpected", "no such argument", valid=facts.names)
+        for key in args
+        if key not in facts.props and key not in ts.hidden
+    ]
