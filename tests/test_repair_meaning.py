@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.runtime import Runtime
+from pydantic import BaseModel, ConfigDict
 
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
 from langchain_resilient_tools.pipeline.repair.jsontext import parse_args, survives
@@ -177,16 +178,21 @@ async def test_unknown_argument_is_refused_where_the_tool_validates_itself(
     assert received == []
 
 
-def test_a_schema_that_allows_extra_keys_keeps_them(harness: Harness) -> None:
-    from langchain_core.tools import StructuredTool
+class OpenArgs(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    query: str
 
-    schema = {
-        "type": "object",
-        "properties": {"query": {"type": "string"}},
-        "required": ["query"],
-        "additionalProperties": True,
-    }
 
+OPEN_SCHEMA = {
+    "type": "object",
+    "properties": {"query": {"type": "string"}},
+    "required": ["query"],
+    "additionalProperties": True,
+}
+
+
+@pytest.mark.parametrize("schema", [OPEN_SCHEMA, OpenArgs], ids=["json-schema", "pydantic"])
+def test_a_schema_that_allows_extra_keys_keeps_them(harness: Harness, schema: Any) -> None:
     def run(**kw: Any) -> str:
         received.append(kw)
         return "ok"
@@ -195,6 +201,21 @@ def test_a_schema_that_allows_extra_keys_keeps_them(harness: Harness) -> None:
     result = harness.run([tool], [tool_call("search", {"query": "q", "loc": "Rome"}, id="c1")])
     assert result["c1"].content == "ok"
     assert received == [{"query": "q", "loc": "Rome"}]
+
+
+def test_kwargs_of_a_function_do_not_take_unknown_arguments(harness: Harness) -> None:
+    """LangChain gives ``**kwargs`` a parameter of its own, ``kwargs``, and drops other
+    names itself: an unknown name is refused (with ``kwargs`` among the valid names)."""
+
+    @tool
+    def search(query: str, **kwargs: Any) -> str:
+        """Search."""
+        received.append({"query": query, **kwargs})
+        return "ok"
+
+    result = harness.run([search], [tool_call("search", {"query": "q", "loc": "Rome"}, id="c1")])
+    data = envelope(result)
+    assert "'query', 'kwargs'" in data["message"] and received == []
 
 
 # -- 3. a JSON repair never cuts a value short -------------------------------------------
@@ -503,5 +524,5 @@ def test_a_mistake_is_repaired_exactly_or_refused(
     assume(mutated is not None)
     assert mutated is not None
     sent, meant = mutated
-    received = runs_with(schema, sent)
-    assert received is None or same(received, meant), (sent, received, meant)
+    ran = runs_with(schema, sent)
+    assert ran is None or same(ran, meant), (sent, ran, meant)

@@ -67,7 +67,24 @@ def compile_tool(tool: BaseTool) -> ToolSchema:
             schema = dict(visible.model_json_schema())
         except Exception:
             schema, model = {}, None
+        if _allows_extra(own) and schema:  # LangChain's subset model forgets it
+            return ToolSchema(
+                schema,
+                schema_facts({**schema, "additionalProperties": True}),
+                model,
+                validator,
+                hidden,
+            )
     return ToolSchema(schema, schema_facts(schema), model, validator, hidden)
+
+
+def _allows_extra(model: Any) -> bool:
+    """Whether `model` is a pydantic model that keeps arguments it does not declare."""
+    return (
+        isinstance(model, type)
+        and issubclass(model, BaseModel)
+        and model.model_config.get("extra") == "allow"
+    )
 
 
 _CACHE: dict[int, tuple[BaseTool, ToolSchema]] = {}
