@@ -120,3 +120,19 @@ def test_checkpoint_bytes_tiny() -> None:
     assert isinstance(result["target_met"], bool)
     assert result["reused_after_restart"] is True
     assert "ResilientToolsState" in bench_checkpoints.table(result)
+
+
+def test_repair_benchmark_tiny() -> None:
+    """The repair benchmark's report: every kind, both tool forms, ToolNode beside us."""
+    from bench import bench_repair
+
+    result = bench_repair.run(per_kind=2, schemas=4, min_per_kind=1)
+    for form in bench_repair.FORMS:
+        kinds = result["forms"][form]["kinds"]
+        assert set(kinds) == set(bench_repair.KINDS)
+        for row in kinds.values():
+            outcomes = sum(row[k] for k in bench_repair.OUTCOMES)
+            assert outcomes == row["n"] == sum(row["toolnode"].values())
+    assert set(result["targets"]) >= {"wrong_is_zero", "no_valid_call_altered", "no_crash"}
+    assert "ToolNode" in bench_repair.table(result)
+    assert bench_repair.markdown(result).startswith("| mistake |")

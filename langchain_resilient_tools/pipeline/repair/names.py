@@ -147,7 +147,8 @@ def plausible(name: str, param: str) -> bool:
         if x == y or x in _forms(y):
             continue
         shortest = min(len(x), len(y))
-        limit = 2 if shortest >= TYPO_MIN_WORD else 1 if shortest >= 3 else 0
+        # Two typos only in long words, and never at the first letter (weight/height).
+        limit = 2 if shortest >= TYPO_MIN_WORD and x[0] == y[0] else 1 if shortest >= 3 else 0
         if _osa(x, y, limit) > limit:
             return False
     return True
