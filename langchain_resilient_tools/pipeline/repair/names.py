@@ -45,6 +45,8 @@ def words(name: str) -> tuple[str, ...]:
 
 def _forms(word: str) -> set[str]:
     """`word` in the plural and in the singular (English suffix rules only)."""
+    if not word.isalpha():
+        return set()
     out = {word + "s"}
     if word.endswith(("s", "x", "z", "ch", "sh")):
         out.add(word + "es")
@@ -130,6 +132,8 @@ def _typo_of(name: tuple[str, ...], param: tuple[str, ...]) -> bool:
 def variant_of(name: str, param: str) -> bool:
     """Whether the unknown `name` is a spelling variant of `param` (see the module)."""
     a, b = words(name), words(param)
+    if not a or not b:
+        return False  # no letters or digits to compare
     if "".join(a) == "".join(b):
         return True
     return _plural_of(a, b) or _typo_of(a, b)
@@ -139,6 +143,8 @@ def plausible(name: str, param: str) -> bool:
     """Whether `param` is a plausible target of `name` at all: a looser likeness than
     `variant_of`, which keeps a rename from choosing between two close parameters."""
     a, b = words(name), words(param)
+    if not a or not b:
+        return False
     if _osa("".join(a), "".join(b), 1) <= 1:
         return True
     if len(a) != len(b):
