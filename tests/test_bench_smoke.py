@@ -126,7 +126,7 @@ def test_repair_benchmark_tiny() -> None:
     """The repair benchmark's report: every kind, both tool forms, ToolNode beside us."""
     from bench import bench_repair
 
-    result = bench_repair.run(per_kind=2, schemas=4, min_per_kind=1)
+    result = bench_repair.run(per_kind=2, schemas=4, min_per_kind=1, logic_all=False)
     for form in bench_repair.FORMS:
         kinds = result["forms"][form]["kinds"]
         assert set(kinds) == set(bench_repair.KINDS)
@@ -134,5 +134,6 @@ def test_repair_benchmark_tiny() -> None:
             outcomes = sum(row[k] for k in bench_repair.OUTCOMES)
             assert outcomes == row["n"] == sum(row["toolnode"].values())
     assert set(result["targets"]) >= {"wrong_is_zero", "no_valid_call_altered", "no_crash"}
+    assert set(result["all_cases_logic"]) == set(bench_repair.KINDS)
     assert "ToolNode" in bench_repair.table(result)
     assert bench_repair.markdown(result).startswith("| mistake |")
