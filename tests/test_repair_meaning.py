@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
 from langchain_resilient_tools.pipeline.repair.jsontext import parse_args, survives
@@ -216,6 +216,35 @@ def test_kwargs_of_a_function_do_not_take_unknown_arguments(harness: Harness) ->
     result = harness.run([search], [tool_call("search", {"query": "q", "loc": "Rome"}, id="c1")])
     data = envelope(result)
     assert "'query', 'kwargs'" in data["message"] and received == []
+
+
+def test_an_unknown_field_of_a_nested_object_lists_that_objects_fields() -> None:
+    from langchain_resilient_tools.text.fields import from_jsonschema, from_pydantic
+
+    class Address(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        street: str
+
+    class Order(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str
+        address: Address
+
+    sent = {"name": "x", "loc": 1, "address": {"street": "s", "zip": 1}}
+    with pytest.raises(ValidationError) as info:
+        Order.model_validate(sent)
+    schema = Order.model_json_schema()
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for fields in (
+        from_pydantic(info.value.errors(), schema),
+        from_jsonschema(validator.iter_errors(sent)),
+    ):
+        messages = {f["name"]: f["message"] for f in fields if f["problem"] == "unexpected"}
+        assert "Its parameters are 'name', 'address'" in messages["loc"]
+        assert (
+            "'address.zip' is not a field of that object. Its fields are 'street'"
+            in (messages["address.zip"])
+        )
 
 
 # -- 3. a JSON repair never cuts a value short -------------------------------------------

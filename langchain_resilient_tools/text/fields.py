@@ -75,8 +75,10 @@ def field_problem(
         message = m.FIELD_MISSING.format(name=name, expected=expected)
     elif problem == "unexpected":
         names = valid_names(valid)
+        nested = "." in name or "[" in name
+        template = m.FIELD_UNEXPECTED_NESTED if nested else m.FIELD_UNEXPECTED_NAMES
         message = (
-            m.FIELD_UNEXPECTED_NAMES.format(name=name, valid=names)
+            template.format(name=name, valid=names)
             if names
             else m.FIELD_UNEXPECTED.format(name=name)
         )
