@@ -156,3 +156,19 @@ def test_the_builtins_page_shows_every_measured_cell() -> None:
     assert "| scenario | " + " | ".join(saved["stacks"]) + " |" in page
     for scenario in saved["scenarios"]:
         assert f"| {scenario['name']} |" in page
+
+def test_repair_benchmark_tiny() -> None:
+    """The repair benchmark's report: every kind, both tool forms, ToolNode beside us."""
+    from bench import bench_repair
+
+    result = bench_repair.run(per_kind=2, schemas=4, min_per_kind=1, logic_all=False)
+    for form in bench_repair.FORMS:
+        kinds = result["forms"][form]["kinds"]
+        assert set(kinds) == set(bench_repair.KINDS)
+        for row in kinds.values():
+            outcomes = sum(row[k] for k in bench_repair.OUTCOMES)
+            assert outcomes == row["n"] == sum(row["toolnode"].values())
+    assert set(result["targets"]) >= {"wrong_is_zero", "no_valid_call_altered", "no_crash"}
+    assert set(result["all_cases_logic"]) == set(bench_repair.KINDS)
+    assert "ToolNode" in bench_repair.table(result)
+    assert bench_repair.markdown(result).startswith("| mistake |")

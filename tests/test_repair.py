@@ -73,7 +73,6 @@ REPAIRS = [
      ['parsed \'tags\' value \'["a", "b"]\' as an array']),
     ({"user_id": 1, "filters": '{"k": 1}'}, {"user_id": 1, "filters": {"k": 1}},
      ['parsed \'filters\' value \'{"k": 1}\' as an object']),
-    ({"user_id": 1, "bogus": 2}, {"user_id": 1}, ["dropped unknown argument 'bogus'"]),
     ('{"user_id": 1,}', {"user_id": 1}, ["repaired malformed JSON arguments"]),
     ("{'user_id': 1}", {"user_id": 1}, ["repaired malformed JSON arguments"]),
     ('```json\n{"user_id": 1}\n```', {"user_id": 1}, ["repaired malformed JSON arguments"]),
@@ -104,25 +103,32 @@ def test_no_guessing(args: dict[str, Any], expected: dict[str, Any]) -> None:
 
 
 def test_a_given_argument_is_never_overwritten() -> None:
-    args, repairs, _ = fix({"user_id": 2, "userId": 1})
-    assert args == {"user_id": 2}
-    assert repairs == ["dropped unknown argument 'userId'"]
+    r = repair_call({"user_id": 2, "userId": 1}, SCHEMA)
+    assert r.args == {"user_id": 2, "userId": 1} and r.unknown == ("userId",)
+    assert r.repairs == ()
 
 
 def test_ambiguous_spelling_is_not_guessed() -> None:
     schema = {"type": "object", "properties": {"user_name": {}, "user_game": {}}}
     r = repair_call({"user_nme": "x"}, schema)
-    assert r.args == {} and r.repairs == ("dropped unknown argument 'user_nme'",)
+    assert r.args == {"user_nme": "x"} and r.unknown == ("user_nme",) and r.repairs == ()
 
 
 def test_spelling_only_fills_a_missing_field() -> None:
     r = repair_call({"address": "a", "adress": "b", "user_id": 1}, SCHEMA)
-    assert r.args == {"address": "a", "user_id": 1}
+    assert r.args == {"address": "a", "adress": "b", "user_id": 1}
+    assert r.unknown == ("adress",)
 
 
-def test_unknown_args_reject_keeps_them_for_validation() -> None:
-    r = repair_call({"user_id": 1, "bogus": 2}, SCHEMA, unknown_args="reject")
+def test_unknown_args_are_kept_for_validation_by_default() -> None:
+    r = repair_call({"user_id": 1, "bogus": 2}, SCHEMA)
     assert r.args == {"user_id": 1, "bogus": 2} and r.repairs == () and r.unknown == ("bogus",)
+
+
+def test_unknown_args_drop_drops_and_reports_them() -> None:
+    r = repair_call({"user_id": 1, "bogus": 2}, SCHEMA, unknown_args="drop")
+    assert r.args == {"user_id": 1} and r.repairs == ("dropped unknown argument 'bogus'",)
+    assert r.dropped == ("bogus",)
 
 
 def test_open_schema_keeps_extra_arguments() -> None:
@@ -259,8 +265,6 @@ SCENARIOS = [
      ["parsed 'tags' value 'red' as a list of one item"]),
     ("json-string-list", order_tool, {"user_id": 5, "tags": '["a","b"]'}, None,
      "order for 5: 1 x a,b", ['parsed \'tags\' value \'["a","b"]\' as an array']),
-    ("drop-unknown", order_tool, {"user_id": 5, "color": "red"}, None, "order for 5: 1 x ",
-     ["dropped unknown argument 'color'"]),
     ("broken-json", order_tool, None, "{'user_id': 5, 'quantity': 2,}", "order for 5: 2 x ",
      ["repaired malformed JSON arguments"]),
     ("broken-json-and-name", order_tool, None, "{userId: 5}", "order for 5: 1 x ",
@@ -312,45 +316,59 @@ def two_quantities(user_id: int, quantity_a: int = 0, quantity_b: int = 0) -> st
     return f"{quantity_a}{quantity_b}"
 
 
+def two_quantities_tool() -> BaseTool:
+    return counted("create_order", two_quantities)
+
+
 REFUSALS = [
-    # (id, args, invalid raw text or None, error, field problem or None)
-    ("truncated-json", None, '{"user_id": 5, "tags": ["re', "malformed_call", None),
-    ("five", {"user_id": "five"}, None, "invalid_arguments", "wrong_type"),
-    ("ambiguous-spelling", {"user_id": 5, "tgs_": "x", "quantity_": 1}, None, None, None),
-    ("reject-unknown", {"user_id": 5, "color": "red"}, None, "invalid_arguments", "unexpected"),
-]
+    # (id, tool, args, invalid raw text or None, error, field problems)
+    ("truncated-json", order_tool, None, '{"user_id": 5, "tags": ["re', "malformed_call", []),
+    ("five", order_tool, {"user_id": "five"}, None, "invalid_arguments", ["wrong_type"]),
+    ("ambiguous-spelling", two_quantities_tool, {"user_id": 5, "quantity_": 1}, None,
+     "invalid_arguments", ["unexpected"]),
+    ("unknown", order_tool, {"user_id": 5, "color": "red"}, None, "invalid_arguments",
+     ["unexpected"]),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("args", "raw", "error", "problem"), [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS]
+    ("make", "args", "raw", "error", "problems"),
+    [r[1:] for r in REFUSALS],
+    ids=[r[0] for r in REFUSALS],
 )
 def test_refusal_scenarios(
     harness: Harness,
+    make: Any,
     args: dict[str, Any] | None,
     raw: str | None,
-    error: str | None,
-    problem: str | None,
+    error: str,
+    problems: list[str],
 ) -> None:
     if raw is not None and harness.adapter == "tool":
         pytest.skip("invalid calls never reach a tool; the node and middleware answer them")
     calls = [tool_call("create_order", args, id="c1")] if raw is None else []
     bad = [invalid_call("create_order", raw, id="c1")] if raw is not None else []
-    policy = ToolPolicy(unknown_args="reject" if problem == "unexpected" else "drop")
-    if error is None:  # ambiguous names: nothing renamed; both dropped and reported
-        tool = counted("create_order", two_quantities)
-        result = harness.run([tool], calls, invalid_tool_calls=bad, policy=policy)
-        assert str(result["c1"].content).endswith("\n00")
-        assert "renamed" not in str(result["c1"].content)
-        return
-    result = harness.run([order_tool()], calls, invalid_tool_calls=bad, policy=policy)
+    result = harness.run([make()], calls, invalid_tool_calls=bad)
     data = json.loads(result["c1"].content)
     assert result["c1"].status == "error" and data["error"] == error
     assert CALLS["create_order"] == 0
+    assert "create_order(user_id: integer" in data["suggestion"]
     if error == "malformed_call":
         assert "cut off" in data["message"]
-        assert "create_order(user_id: integer" in data["suggestion"]
     else:
-        assert [f["problem"] for f in data["fields"]] == [problem]
+        assert [f["problem"] for f in data["fields"]] == problems
+    if "unexpected" in problems:
+        assert "renamed" not in data["message"] and "is not a parameter" in data["message"]
+
+
+def test_unknown_args_drop_drops_and_tells(harness: Harness) -> None:
+    """``unknown_args="drop"``, the old default, still runs the call without the argument
+    and tells the model so."""
+    call = tool_call("create_order", {"user_id": 5, "color": "red"}, id="c1")
+    result = harness.run([order_tool()], [call], policy=ToolPolicy(unknown_args="drop"))
+    note, _, body = str(result["c1"].content).partition("\n")
+    assert body == "order for 5: 1 x " and "dropped unknown argument 'color'" in note
+    assert CALLS["create_order"] == 1
 
 
 # -- the wrapper called with plain arguments -------------------------------------------

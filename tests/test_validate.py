@@ -197,7 +197,7 @@ FEEDBACK = [
     ("cross-field", booking_tool, {"room": "single", "nights": 1, "start_day": 3, "end_day": 2},
      {}, [("(arguments)", "cross_field")]),
     ("unexpected", booking_tool, {"room": "single", "nights": 1, "pets": 2},
-     {"unknown_args": "reject"}, [("pets", "unexpected")]),
+     {}, [("pets", "unexpected")]),  # the default: unknown_args="reject"
     ("several", booking_tool, {"room": "suite", "nights": "five"}, {},
      [("room", "invalid"), ("nights", "wrong_type")]),
     ("dict-schema", dict_tool, {"query": "q", "limit": 99}, {}, [("limit", "out_of_range")]),
@@ -246,15 +246,19 @@ def test_suggestion_shows_a_valid_call(harness: Harness) -> None:
 def test_dropped_arguments_are_named_when_the_call_still_fails(
     harness: Harness, malformed: bool
 ) -> None:
+    """With ``unknown_args="drop"`` (not the default) a dropped argument is named too when
+    the call fails for another reason."""
     if malformed and harness.adapter == "tool":
         pytest.skip("invalid calls never reach a tool; the node and middleware answer them")
     tool = booking_tool()
     sent = {"nights": 1, "breakfast_xyz": True}  # `room` missing, an unknown argument
+    policy = ToolPolicy(unknown_args="drop")
     if malformed:
         raw = json.dumps(sent)[:-1] + ",}"  # a trailing comma: repaired, then validated
-        result = harness.run([tool], invalid_tool_calls=[invalid_call("book_room", raw, id="c1")])
+        bad = [invalid_call("book_room", raw, id="c1")]
+        result = harness.run([tool], invalid_tool_calls=bad, policy=policy)
     else:
-        result = harness.run([tool], [tool_call("book_room", sent, id="c1")])
+        result = harness.run([tool], [tool_call("book_room", sent, id="c1")], policy=policy)
     data = json.loads(result["c1"].content)
     assert data["error"] == "invalid_arguments"
     assert data["dropped"] == ["breakfast_xyz"]

@@ -263,7 +263,7 @@ class ToolPolicy(_Frozen):
     """Circuit breaker settings, or `None` for no breaker."""
     aliases: Mapping[str, Sequence[str]] = Field(default_factory=dict)
     """``{"canonical_arg": ["wrong_name", ...]}``: argument names the model may use instead."""
-    unknown_args: Literal["drop", "reject"] = "drop"
+    unknown_args: Literal["drop", "reject"] = "reject"
     """Arguments the tool's schema does not know (after name repair): ``"drop"`` removes
     them and tells the model so (a repair); ``"reject"`` answers ``invalid_arguments``
     listing each as ``unexpected``. A schema that allows extra keys keeps them either way."""

@@ -66,13 +66,22 @@ def field_problem(
     received: Any = _NOTHING,
     *,
     detail: str = "",
+    valid: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """One entry of ``fields``, with its sentence for the model."""
+    """One entry of ``fields``, with its sentence for the model (`valid`: the names an
+    unexpected argument may have meant, listed in its sentence)."""
     shown = None if received is _NOTHING else mask_value(received)
     if problem == "missing":
         message = m.FIELD_MISSING.format(name=name, expected=expected)
     elif problem == "unexpected":
-        message = m.FIELD_UNEXPECTED.format(name=name)
+        names = valid_names(valid)
+        nested = "." in name or "[" in name
+        template = m.FIELD_UNEXPECTED_NESTED if nested else m.FIELD_UNEXPECTED_NAMES
+        message = (
+            template.format(name=name, valid=names)
+            if names
+            else m.FIELD_UNEXPECTED.format(name=name)
+        )
     elif problem == "wrong_type":
         message = m.FIELD_WRONG_TYPE.format(name=name, expected=expected, received=shown)
     elif problem == "out_of_range":
@@ -90,6 +99,17 @@ def field_problem(
         "received": shown,
         "message": message,
     }
+
+
+_MAX_NAMES = 30
+
+
+def valid_names(names: Iterable[str]) -> str:
+    """``'a', 'b', 'c'`` (redacted; at most `_MAX_NAMES`, then how many more)."""
+    listed = [f"'{redact(str(n), limit=60)}'" for n in names]
+    if len(listed) > _MAX_NAMES:
+        listed = [*listed[:_MAX_NAMES], f"and {len(listed) - _MAX_NAMES} more"]
+    return ", ".join(listed)
 
 
 def _clean(loc: Iterable[Any]) -> list[Any]:
@@ -114,6 +134,22 @@ def arg_path(loc: Iterable[Any]) -> str:
 def _props(schema: Mapping[str, Any]) -> Mapping[str, Any]:
     props = schema.get("properties")
     return props if isinstance(props, Mapping) else {}
+
+
+def _props_at(schema: Mapping[str, Any], loc: Sequence[Any]) -> list[str]:
+    """The property names of the object at `loc` (the arguments themselves at ``()``)."""
+    defs = schema.get("$defs", {}) if isinstance(schema.get("$defs"), Mapping) else {}
+    sub: Any = schema
+    for part in loc:
+        if isinstance(sub, Mapping) and isinstance(sub.get("$ref"), str):
+            sub = defs.get(sub["$ref"].rsplit("/", 1)[-1], {})
+        if isinstance(part, int):
+            sub = sub.get("items", {}) if isinstance(sub, Mapping) else {}
+        else:
+            sub = _props(sub).get(part, {}) if isinstance(sub, Mapping) else {}
+    if isinstance(sub, Mapping) and isinstance(sub.get("$ref"), str):
+        sub = defs.get(sub["$ref"].rsplit("/", 1)[-1], {})
+    return list(_props(sub)) if isinstance(sub, Mapping) else []
 
 
 def _expected(schema: Mapping[str, Any], loc: Sequence[Any], fallback: str) -> str:
@@ -166,7 +202,8 @@ def from_pydantic(
         received = _NOTHING if problem == "missing" else err.get("input", _NOTHING)
         plain = problem != "invalid" or kind in ("literal_error", "enum")
         detail = "" if plain else redact(msg, limit=160)
-        out.append(field_problem(name, problem, expected, received, detail=detail))
+        valid = _props_at(schema, loc[:-1]) if problem == "unexpected" else ()
+        out.append(field_problem(name, problem, expected, received, detail=detail, valid=valid))
     return out
 
 
@@ -193,7 +230,14 @@ def from_jsonschema(errors: Iterable[jsonschema.ValidationError]) -> list[dict[s
         elif kw == "additionalProperties" and isinstance(instance, dict):
             for key in instance:
                 if key not in _props(sub):
-                    add(field_problem(arg_path([*path, key]), "unexpected", "no such argument"))
+                    add(
+                        field_problem(
+                            arg_path([*path, key]),
+                            "unexpected",
+                            "no such argument",
+                            valid=_props(sub),
+                        )
+                    )
         elif not path and kw in _CROSS_KEYWORDS:
             add(
                 field_problem(

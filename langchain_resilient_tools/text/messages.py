@@ -111,6 +111,14 @@ INVALID_ARGS_HINT = (
 # One sentence per argument problem (the ``message`` of each entry of ``fields``).
 FIELD_MISSING = "Argument '{name}' is required ({expected}), but it was not given."
 FIELD_UNEXPECTED = "Argument '{name}' is not a parameter of this tool; leave it out."
+FIELD_UNEXPECTED_NAMES = (
+    "Argument '{name}' is not a parameter of this tool. Its parameters are {valid}: send the "
+    "value under the one you meant, or leave it out."
+)
+FIELD_UNEXPECTED_NESTED = (
+    "'{name}' is not a field of that object. Its fields are {valid}: send the value under "
+    "the one you meant, or leave it out."
+)
 FIELD_WRONG_TYPE = "Argument '{name}' expected {expected}, but received {received}."
 FIELD_OUT_OF_RANGE = "Argument '{name}' must be {expected}, but received {received}."
 FIELD_CROSS = "The arguments do not fit together: {detail}."

@@ -1,54 +1,79 @@
 """Argument repair: a pure function of a call's arguments and the tool's JSON schema.
 
 `repair_call` returns a repaired copy and the list of repairs it made, or the reason the
-arguments cannot be read. It only changes what has one certain meaning:
+arguments cannot be read. The rule (DESIGN invariant 14): a repaired call reaches the
+tool with exactly the values the model wrote, under the names it meant, or it is
+refused with a model-fixable ``invalid_arguments`` / ``malformed_call`` answer.
 
-- malformed JSON text: strict `json.loads`, then the json-repair library (inputs up to
-  `MAX_REPAIR_CHARS`), never when the text looks cut off (a repair that has to invent
-  the end of a value would silently shorten it);
-- parameter names: policy aliases, then case/separator variants (``userId``,
-  ``user-id``, ``UserID`` for ``user_id``), then one close spelling when exactly one
-  schema field is close and that field is missing; a given argument is never overwritten;
+Repaired, because only one meaning is possible:
+
+- malformed JSON text (`jsontext.parse_args`): a Markdown fence, single quotes, a
+  trailing comma, Python's ``True``/``None``, unquoted keys; only when every string,
+  number and constant of the text is a key or value of the result, each as often;
+- parameter names (`names`): an alias the user configured (``aliases=``) first, then a
+  spelling variant of exactly one parameter when no other is a plausible target: the
+  same words in another case or with other separators (``userId``, ``user-id``,
+  ``UserID`` for ``user_id``), one word in its other number (``tag`` for ``tags``), or
+  one typo inside a word of at least five letters, not at its first letter
+  (``adress``, ``quantiy``); a given argument is never overwritten;
 - types, top-level arguments only: a JSON string where an object or array is expected,
-  a single value where an array is expected, numeric strings (surrounding space allowed)
-  for integer/number, ``"true"``/``"false"`` in any case for boolean;
-- unknown arguments: dropped and reported (``unknown_args="drop"``) or left for
-  validation to reject (``"reject"``); a schema that allows extra keys keeps them.
+  a single value where an array is expected (not a text with a list separator in it,
+  ``"a, b"``, which may mean several items), numeric strings (surrounding space
+  allowed) for integer/number, ``"true"``/``"false"`` in any case for boolean.
+
+Refused, because the model may have meant something else:
+
+- text that looks cut off (an unclosed string, object or array at its end, e.g. a
+  missing ``}``), text after the object, or text no reader repairs with every value kept:
+  ``malformed_call``;
+- a name that is a different word, an abbreviation or a synonym (``begin_date`` for
+  ``start_date``, ``loc`` for ``location``, ``min``/``max``, ``from``/``to``), or a
+  variant of two parameters: left as it is, so that validation answers
+  ``invalid_arguments`` naming it and listing the valid names (``unknown_args="reject"``,
+  the default); ``unknown_args="drop"`` drops it and tells the model instead. A schema
+  that allows extra keys (``additionalProperties``) keeps them either way;
+- anything else that does not fit (a missing required argument is never invented):
+  validation answers it.
 
 It never raises on JSON-like input, is idempotent, and leaves valid arguments untouched.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import json_repair
-
 from ...text.redact import mask_value, redact
+from .jsontext import MAX_REPAIR_CHARS, parse_args, truncation
+from .names import closest, words
+
+__all__ = [
+    "MAX_REPAIR_CHARS",
+    "Repaired",
+    "SchemaFacts",
+    "UnknownArgs",
+    "fits",
+    "parse_args",
+    "repair_call",
+    "schema_facts",
+    "truncation",
+]
 
 UnknownArgs = Literal["drop", "reject"]
-"""What happens to arguments the schema does not know: dropped and reported, or rejected."""
+"""What happens to arguments the schema does not know (and that no name repair maps):
+rejected with ``invalid_arguments``, or dropped and reported."""
 
-MAX_REPAIR_CHARS = 20_000
-"""Longer argument text is not handed to the JSON repairer (it stays malformed)."""
-
-SPELLING_CUTOFF = 0.8
-"""Similarity (difflib ratio of normalised names) above which a name counts as close."""
-
-_SEPARATORS = re.compile(r"[\s_\-.]+")
 _INT = re.compile(r"[+-]?\d{1,30}")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.S)
+_LIST_SEPARATOR = re.compile(r"[,;\n]\s*\S")
 _JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "object", "array", "null"})
 
 
 def _norm(name: str) -> str:
-    return _SEPARATORS.sub("", name).lower()
+    return "".join(words(name))
 
 
 def _q(name: object) -> str:
@@ -69,9 +94,9 @@ class SchemaFacts:
     kinds: Mapping[str, frozenset[str]]
     """Per argument, the JSON types it accepts (empty: unknown, no type repair)."""
     by_norm: Mapping[str, str]
-    """Normalised name (lower case, no separators) -> argument, for unambiguous ones."""
-    norms: Mapping[str, str]
-    """Argument -> its normalised name."""
+    """Normalised name (its words, lower case, joined) -> argument, for unambiguous ones."""
+    names: tuple[str, ...]
+    """The argument names, in the schema's order (for `names.closest`)."""
 
 
 def _kinds(sub: Any, defs: Mapping[str, Any], depth: int = 0) -> frozenset[str]:
@@ -118,8 +143,8 @@ def schema_facts(schema: Mapping[str, Any]) -> SchemaFacts:
         known=known,
         open=extra is True or isinstance(extra, Mapping) or bool(schema.get("patternProperties")),
         kinds={name: _kinds(sub, defs) for name, sub in props.items()},
-        by_norm={n: name for name, n in norms.items() if counts[n] == 1},
-        norms=norms,
+        by_norm={n: name for name, n in norms.items() if n and counts[n] == 1},
+        names=tuple(props),
     )
 
 
@@ -135,89 +160,6 @@ class Repaired:
     """Arguments the schema does not know that were kept (``unknown_args="reject"``)."""
     dropped: tuple[str, ...] = field(default=())
     """Arguments the schema does not know that were dropped (names redacted)."""
-
-
-# -- malformed JSON ----------------------------------------------------------------
-
-
-def _scan(text: str) -> tuple[str | None, int]:
-    """Why `text` looks cut off (or None), and where its first top-level value ends."""
-    stack: list[str] = []
-    quote = ""
-    prev = ""  # last significant character outside strings
-    end = -1
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-        elif c == '"' or (c == "'" and prev in ("", "{", "[", ",", ":")):
-            quote = c
-        elif c in "{[":
-            stack.append("}" if c == "{" else "]")
-        elif c in "}]" and stack:
-            stack.pop()
-            if not stack and end < 0:
-                end = i
-        if not c.isspace():
-            prev = c
-        i += 1
-    if quote:
-        return "the arguments end inside an unclosed string, so they look cut off", end
-    if stack:
-        closers = "".join(reversed(stack))
-        return f"the arguments end before their closing '{closers}', so they look cut off", end
-    return None, end
-
-
-def truncation(text: str) -> str | None:
-    """Why `text` looks cut off (an unclosed string, object or array at its end), or None."""
-    return _scan(text)[0]
-
-
-def parse_args(text: str) -> tuple[dict[str, Any] | None, str | None, str | None]:
-    """Read argument text as a JSON object: ``(args, repair, error)``.
-
-    Strict JSON first; then, for text that is not cut off, the json-repair library.
-    """
-    stripped = text.strip()
-    if not stripped:
-        return {}, None, None  # no argument text at all: no arguments
-    try:
-        value = json.loads(stripped)
-    except ValueError:
-        value = None
-    else:
-        if isinstance(value, dict):
-            return value, None, None
-        return None, None, "the arguments are valid JSON but not a JSON object"
-    if len(stripped) > MAX_REPAIR_CHARS:
-        return (
-            None,
-            None,
-            f"the arguments are not valid JSON (and too long, over {MAX_REPAIR_CHARS} characters, to repair)",
-        )
-    fence = _FENCE.match(stripped)
-    if fence:
-        stripped = fence.group(1)
-    if not stripped.startswith("{"):
-        return None, None, "the arguments are not a JSON object (they must start with '{')"
-    cut, end = _scan(stripped)
-    if cut is not None:
-        return None, None, cut
-    if end >= 0 and stripped[end + 1 :].strip(" \t\r\n,;}]"):
-        return None, None, "there is more text after the JSON object of the arguments"
-    try:
-        value = json_repair.loads(stripped, skip_json_loads=True)
-    except Exception:
-        value = None
-    if not isinstance(value, dict):
-        return None, None, "the arguments are not valid JSON and could not be repaired"
-    return value, "repaired malformed JSON arguments", None
 
 
 # -- names and types ---------------------------------------------------------------
@@ -296,6 +238,8 @@ def _coerce(value: Any, kinds: frozenset[str]) -> tuple[Any, str | None]:
         if "boolean" in kinds and s.lower() in ("true", "false"):
             return s.lower() == "true", "a boolean"
     if "array" in kinds and value is not None and not isinstance(value, list):
+        if isinstance(value, str) and _LIST_SEPARATOR.search(value):
+            return value, None  # "a, b": one item, or several? Not guessed.
         return [value], "a list of one item"
     return value, None
 
@@ -307,18 +251,13 @@ def _match(
     alias_of: Mapping[str, str],
     renamed_from: Mapping[str, str],
 ) -> str | None:
-    """The schema argument an unknown name `key` stands for, or None."""
+    """The schema argument an unknown name `key` stands for, or None: an alias the user
+    configured, else the one parameter it is a spelling variant of (`names.closest`)."""
     canonical = alias_of.get(key)
     if canonical is None:
         canonical = facts.by_norm.get(_norm(key))
     if canonical is None:
-        norm = _norm(key)
-        if len(norm) >= 4:
-            close = difflib.get_close_matches(
-                norm, list(facts.norms.values()), n=2, cutoff=SPELLING_CUTOFF
-            )
-            if len(close) == 1:
-                canonical = facts.by_norm.get(close[0])
+        canonical = closest(key, facts.names)
     if canonical is None or canonical in out or canonical in renamed_from:
         return None  # never overwrite an argument the model gave
     return canonical
@@ -329,7 +268,7 @@ def repair_call(
     schema: SchemaFacts | Mapping[str, Any],
     aliases: Mapping[str, Sequence[str]] | None = None,
     *,
-    unknown_args: UnknownArgs = "drop",
+    unknown_args: UnknownArgs = "reject",
 ) -> Repaired:
     """Repair a call's arguments (a dict, or raw argument text) against `schema`.
 

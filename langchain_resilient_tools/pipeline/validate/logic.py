@@ -67,7 +67,24 @@ def compile_tool(tool: BaseTool) -> ToolSchema:
             schema = dict(visible.model_json_schema())
         except Exception:
             schema, model = {}, None
+        if _allows_extra(own) and schema:  # LangChain's subset model forgets it
+            return ToolSchema(
+                schema,
+                schema_facts({**schema, "additionalProperties": True}),
+                model,
+                validator,
+                hidden,
+            )
     return ToolSchema(schema, schema_facts(schema), model, validator, hidden)
+
+
+def _allows_extra(model: Any) -> bool:
+    """Whether `model` is a pydantic model that keeps arguments it does not declare."""
+    return (
+        isinstance(model, type)
+        and issubclass(model, BaseModel)
+        and model.model_config.get("extra") == "allow"
+    )
 
 
 _CACHE: dict[int, tuple[BaseTool, ToolSchema]] = {}
@@ -102,10 +119,20 @@ def check(ts: ToolSchema, args: Mapping[str, Any], *, reject_unknown: bool) -> l
             problems = from_jsonschema(ts.validator.iter_errors(dict(args)))
         except Exception:
             problems = []
-    facts = ts.facts
-    if reject_unknown and facts.known and not facts.open:
+    if reject_unknown:
         named = {p["name"] for p in problems if p["problem"] == "unexpected"}
-        for key in args:
-            if key not in facts.props and key not in ts.hidden and key not in named:
-                problems.append(field_problem(arg_path([key]), "unexpected", "no such argument"))
+        problems.extend(p for p in unexpected(ts, args) if p["name"] not in named)
     return problems
+
+
+def unexpected(ts: ToolSchema, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A problem for every argument the tool's (closed) schema does not know, each
+    listing the valid names."""
+    facts = ts.facts
+    if not facts.known or facts.open:
+        return []
+    return [
+        field_problem(arg_path([key]), "unexpected", "no such argument", valid=facts.names)
+        for key in args
+        if key not in facts.props and key not in ts.hidden
+    ]
