@@ -157,6 +157,7 @@ def test_the_builtins_page_shows_every_measured_cell() -> None:
     for scenario in saved["scenarios"]:
         assert f"| {scenario['name']} |" in page
 
+
 def test_repair_benchmark_tiny() -> None:
     """The repair benchmark's report: every kind, both tool forms, ToolNode beside us."""
     from bench import bench_repair
