@@ -24,6 +24,8 @@ from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
 
+from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.mcp_session import BackgroundSession
@@ -162,3 +164,65 @@ def test_filesystem_server_names_its_allowed_directories(harness: Harness, tmp_p
     assert missing in answer(result, "missing")["message"]
     assert result["ok"].status == "success" and "hello" in str(result["ok"].content)
     assert str(allowed) in str(result["dirs"].content)
+
+
+# -- the reference servers' own annotations -----------------------------------------------
+
+GIT_READS = {"git_status", "git_diff_unstaged", "git_diff_staged", "git_diff", "git_log",
+             "git_show", "git_branch"}  # fmt: skip
+GIT_SAFE_WRITES = {"git_add", "git_reset"}
+"""Declared idempotent (not read-only): the same call again changes nothing more."""
+
+
+def test_what_the_reference_servers_annotations_decide(ref_tools: list[BaseTool]) -> None:
+    """mcp-server-git and mcp-server-time annotate their tools; mcp-server-sqlite does not.
+    Trusted, the annotations decide; by default ("cautious") they only ever add care, so
+    git_status stays a write by its name (which reads as neither)."""
+    tools = {t.name: t for t in ref_tools}
+    trusted = PolicyResolver(ToolPolicy(annotations="trust"))
+    cautious = PolicyResolver()
+    for name, tool in tools.items():
+        trust, default = trusted.resolve(name, tool), cautious.resolve(name, tool)
+        if name.startswith("git_"):
+            expected = (
+                "read" if name in GIT_READS
+                else "idempotent_write" if name in GIT_SAFE_WRITES
+                else "write"
+            )  # fmt: skip
+            assert (trust.access, trust.classified_by) == (expected, "annotations"), name
+            assert (default.access, default.classified_by) == ("write", "name"), name
+        elif name in ("get_current_time", "convert_time"):
+            assert (trust.access, trust.classified_by) == ("read", "annotations")
+            assert (default.access, default.classified_by) == ("read", "name")
+        else:  # the sqlite server's tools: no annotations, the name decides
+            assert tools[name].metadata is None
+            assert trust.classified_by == default.classified_by == "name"
+    assert {"git_commit", "git_checkout", "git_create_branch"} <= set(tools)
+
+
+def test_git_log_trusted_git_status_not(
+    harness: Harness, servers: dict[str, Any], ref_tools: list[BaseTool]
+) -> None:
+    """Through every adapter: the record and stats() say what decided each call."""
+    repo = servers["git"]["args"][1]
+    tools = [t for t in ref_tools if t.name in ("git_status", "git_log")]
+    calls = [
+        tool_call("git_status", {"repo_path": repo}, id="status"),
+        tool_call("git_log", {"repo_path": repo}, id="log"),
+    ]
+    result = harness.run(
+        tools,
+        calls,
+        policy=ToolPolicy(attach_record=True),
+        policies={"git_log": ToolPolicy(annotations="trust")},
+    )
+    record = {k: m.response_metadata["resilience"] for k, m in result.messages.items()}
+    assert (record["status"]["classified_as"], record["status"]["classified_by"]) == (
+        "write", "name",
+    )  # fmt: skip
+    assert (record["log"]["classified_as"], record["log"]["classified_by"]) == (
+        "read", "annotations",
+    )  # fmt: skip
+    rows = harness.stats()
+    assert rows["git_log"]["classified_by"] == "annotations"
+    assert rows["git_status"]["classified_by"] == "name"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import logging
 import types
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..core.errors import UsageError
@@ -174,10 +174,14 @@ class Layers:
         then refuse a write an inner retry layer covers (every call, until fixed)."""
         self.find(handler, skip=ours)
         if self.retries:
-            self.check(tool_names_of(request.runtime, request.tool_call["name"]))
+            tools = tools_of(request.runtime)
+            if request.tool is not None:
+                tools.setdefault(request.tool_call["name"], request.tool)
+            self.check(tool_names_of(request.runtime, request.tool_call["name"]), tools)
 
-    def check(self, tool_names: Iterable[str]) -> None:
-        """Refuse a write that an inner retry layer covers; say once that reads are."""
+    def check(self, tool_names: Iterable[str], tools: Mapping[str, Any] | None = None) -> None:
+        """Refuse a write that an inner retry layer covers; say once that reads are.
+        `tools` (name to tool) lets a tool's MCP annotations take part, as in a call."""
         if not self.retries:
             return
         new = [n for n in tool_names if n not in self._checked]
@@ -185,7 +189,9 @@ class Layers:
             return
         for layer in self.retries:
             covered = [n for n in new if _covers(layer, n)]
-            writes = [n for n in covered if not self.resolver.resolve(n).idempotent]
+            writes = [
+                n for n in covered if not self.resolver.resolve(n, (tools or {}).get(n)).idempotent
+            ]
             if writes:
                 raise UsageError(
                     WRITE_RETRIED.format(
@@ -217,6 +223,12 @@ class Layers:
             return
         self._said.add(what)
         log.warning(template, *args)
+
+
+def tools_of(runtime: Any) -> dict[str, Any]:
+    """The agent's tools by name, as its runtime lists them."""
+    tools: Iterable[Any] = getattr(runtime, "tools", None) or ()
+    return {t.name: t for t in tools if isinstance(getattr(t, "name", None), str)}
 
 
 def tool_names_of(runtime: Any, current: str) -> list[str]:

@@ -91,9 +91,9 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         """Which calls of the turn are identical: one runs, its twins share its outcome."""
         self._layers = Layers(self.pipeline.resolver, "middleware")  # a retry inside ours
 
-    def _asks_person(self, name: str) -> bool:
-        """Whether an unknown outcome of tool `name` is a question for a person."""
-        return asking(self.pipeline.resolver.resolve(name))
+    def _asks_person(self, request: ToolCallRequest) -> bool:
+        """Whether an unknown outcome of the requested tool is a question for a person."""
+        return asking(self.pipeline.resolver.resolve(request.tool_call["name"], request.tool))
 
     def stats(self) -> StatsSnapshot:
         """Per-tool statistics of the calls made through this middleware (a snapshot)."""
@@ -187,7 +187,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             outcome = self.pipeline.run(call)
             return with_question(self._answer(outcome), outcome)
 
-        if not self._asks_person(request.tool_call["name"]):
+        if not self._asks_person(request):
             return cast("ToolMessage | Command[Any]", answer())
         require_checkpointer(_config_of(request), type(self).__name__)
         return cast(
@@ -208,7 +208,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             outcome = await self.pipeline.arun(call)
             return with_question(self._answer(outcome), outcome)
 
-        if not self._asks_person(request.tool_call["name"]):
+        if not self._asks_person(request):
             return cast("ToolMessage | Command[Any]", await answer())
         require_checkpointer(_config_of(request), type(self).__name__)
         first = await arun_durably(answer)

@@ -120,10 +120,10 @@ class ResilientToolNode(StepNode):
         check_policy_names(self.pipeline.resolver, self._tool_names)
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
         resolve = self.pipeline.resolver.resolve
-        self._asking = frozenset(n for n in self._tool_names if asking(resolve(n)))
+        self._asking = frozenset(n for n, t in self.tools_by_name.items() if asking(resolve(n, t)))
         self._layers = Layers(self.pipeline.resolver, "node")  # a retry in a user's wrapper
         self._layers.find(wrap_tool_call, awrap_tool_call)
-        self._layers.check(self._tool_names)  # a write it covers: refused here
+        self._layers.check(self._tool_names, self.tools_by_name)  # a write it covers: refused
 
     def __repr__(self) -> str:
         # ToolNode's repr prints its attributes, our bound hooks among them: recursion.

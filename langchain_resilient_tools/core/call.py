@@ -40,6 +40,12 @@ class CallRecord:
     """Extra attempts sent beside a slow one (hedged reads; counted in `attempts` too)."""
     hedge_won: bool = False
     """Whether a hedge, not the attempt it was sent beside, gave the answer."""
+    hedge_winner: int = 0
+    """Which attempt of the race gave the answer (0: the first; n: the n-th hedge)."""
+    classified_as: str = ""
+    """What the call was taken for: ``read``, ``idempotent_write`` or ``write``."""
+    classified_by: str = ""
+    """What decided it: ``explicit`` (the policy), ``annotations`` (the tool's) or ``name``."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +58,8 @@ class CallRecord:
             "repairs": list(self.repairs),
             "duration_ms": round(self.duration_ms, 3),
             "started_at": self.started_at,
+            "classified_as": self.classified_as,
+            "classified_by": self.classified_by,
             **({"queued_ms": round(self.queued_ms, 3)} if self.queued_ms else {}),
             **({"hedges": self.hedges, "hedge_won": self.hedge_won} if self.hedges else {}),
         }
@@ -118,6 +126,8 @@ class Call:
     hedge: int = 0
     """Which attempt of a hedge race this copy of the call runs (0: the first one; set
     by `pipeline.hedge`). A hedge never waits for a slot or a token (`pipeline.limit`)."""
+    span: Any = None
+    """The call's OpenTelemetry span while it runs, when tracing is on (`observe.otel`)."""
 
     @property
     def idempotent(self) -> bool:

@@ -8,6 +8,7 @@ overrides only the fields it sets explicitly (see `PolicyResolver`).
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +19,10 @@ from typing import Any, Literal
 from langchain_core.rate_limiters import BaseRateLimiter
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .annotations import AnnotationTrust, ToolHints, classify, hints_of, set_aside
 from .errors import UsageError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +252,17 @@ class ToolPolicy(_Frozen):
     """Safe to run twice? `None` infers it from the tool name (`READ_PREFIXES`,
     `WRITE_PREFIXES`); unknown names count as not idempotent. Only idempotent tools are
     retried, and a non-idempotent call that may have taken effect is answered with
-    ``unknown_outcome`` instead of being run again."""
+    ``unknown_outcome`` instead of being run again. With `None`, a tool's MCP annotations
+    (``readOnlyHint``, ``idempotentHint``, ...) decide before its name, as far as
+    `annotations` trusts them."""
+    annotations: AnnotationTrust = "cautious"
+    """How far a tool's own annotations (MCP tool annotations, in ``tool.metadata``) decide
+    whether it is a read or a write when `idempotent` is `None`. ``"cautious"`` (the
+    default): only towards more care (a tool named like a read that its server declares
+    destructive is a write; a read-only hint never makes a call retried or hedged).
+    ``"trust"``: both ways (``readOnlyHint: true`` makes a read, ``idempotentHint: true`` a
+    write safe to repeat: retried, journaled, never hedged); for servers you trust, since
+    a server can say anything. ``"ignore"``: the name alone. See `core.annotations`."""
     idempotency_key: bool | KeyBuilder = False
     """Declares that the tool's service honours an idempotency key: `True` for the
     default key (a digest of thread id, tool name and tool call id), or a callable
@@ -509,26 +523,33 @@ DEFAULT_POLICY = ToolPolicy()
 
 
 class ResolvedPolicy:
-    """A tool's effective policy plus the facts derived from it once."""
+    """A tool's effective policy plus the facts derived from it once.
 
-    __slots__ = ("idempotent", "policy", "rerun")
+    `access` is what a call may be (`core.annotations.Access`): a ``read``, an
+    ``idempotent_write`` (a keyed write, or one its annotations declare idempotent) or a
+    ``write``; `classified_by` says what decided it (``explicit``, ``annotations``,
+    ``name``). `idempotent`: safe to send again (not a plain write). `write`: a write by
+    our rules, idempotent or not (journaled, never hedged).
+    """
 
-    def __init__(self, policy: ToolPolicy, tool_name: str) -> None:
+    __slots__ = ("access", "classified_by", "hints", "idempotent", "policy", "rerun", "write")
+
+    def __init__(self, policy: ToolPolicy, tool_name: str, hints: ToolHints | None = None) -> None:
         self.policy = policy
+        self.hints = hints
+        """The tool's annotations, if it has any (`core.annotations.hints_of`)."""
         self.rerun = False
         """A write run once more because a person chose so (`PolicyResolver.for_rerun`)."""
         if policy.idempotency_key is not False:  # the service recognises repeats
-            self.idempotent = True
+            self.access, self.classified_by = "idempotent_write", "explicit"
         elif policy.idempotent is not None:
-            self.idempotent = policy.idempotent
+            self.access = "read" if policy.idempotent else "write"
+            self.classified_by = "explicit"
         else:
-            self.idempotent = infer_idempotent(tool_name)
-
-    @property
-    def write(self) -> bool:
-        """A write by our rules: not idempotent, or idempotent only through a key (a keyed
-        write is retried with its key, but never hedged, and it is journaled)."""
-        return not self.idempotent or self.policy.idempotency_key is not False
+            by_name = infer_idempotent(tool_name)
+            self.access, self.classified_by = classify(by_name, hints, policy.annotations)
+        self.idempotent = self.access != "write"
+        self.write = self.access != "read"
 
 
 _WILDCARDS = re.compile(r"\*|\?|\[[^\]]*\]")
@@ -590,28 +611,36 @@ class PolicyResolver:
         self._ranked = sorted(self.patterns, key=lambda p: -pattern_specificity(p))
         self._cache: dict[str, ResolvedPolicy] = {}
         self._reruns: dict[str, ResolvedPolicy] = {}  # `for_rerun`, per tool name
+        self._tools: dict[str, Any] = {}  # the tool object each name was resolved with
 
     def pattern_for(self, tool_name: str) -> str | None:
         """The pattern whose policy applies to `tool_name`, if any matches."""
         return next((p for p in self._ranked if fnmatchcase(tool_name, p)), None)
 
-    def for_rerun(self, tool_name: str) -> ResolvedPolicy:
+    def for_rerun(self, tool_name: str, tool: Any = None) -> ResolvedPolicy:
         """The policy of a write run once more because a person chose so: no lookup,
         no dedup (the call is its own earlier entry), never another question."""
+        base = self.resolve(tool_name, tool)
         hit = self._reruns.get(tool_name)
         if hit is None:
-            base = self.resolve(tool_name)
             policy = base.policy.model_copy(
                 update={"verify": None, "dedup": "off", "on_unknown_outcome": "answer"}
             )
-            hit = self._reruns[tool_name] = ResolvedPolicy(policy, tool_name)
+            hit = self._reruns[tool_name] = ResolvedPolicy(policy, tool_name, base.hints)
             hit.idempotent = base.idempotent
             hit.rerun = True
         return hit
 
-    def resolve(self, tool_name: str) -> ResolvedPolicy:
+    def resolve(self, tool_name: str, tool: Any = None) -> ResolvedPolicy:
+        """The policy of `tool_name`; `tool` (the tool object, when the caller has it)
+        brings its annotations (`core.annotations`), read once per tool object."""
         hit = self._cache.get(tool_name)
-        if hit is None:
+        if hit is not None and (tool is None or self._tools.get(tool_name) is tool):
+            return hit
+        hints = None if tool is None else hints_of(tool)
+        if tool is not None:
+            self._tools[tool_name] = tool
+        if hit is None or hit.hints != hints:
             merged = self.default
             pattern = self.pattern_for(tool_name)
             if pattern is not None:
@@ -619,7 +648,16 @@ class PolicyResolver:
             own = self.policies.get(tool_name)
             if own is not None:
                 merged = _overlay(merged, own)
-            hit = self._cache[tool_name] = ResolvedPolicy(merged, tool_name)
+            hit = self._cache[tool_name] = ResolvedPolicy(merged, tool_name, hints)
+            self._reruns.pop(tool_name, None)
+            if hit.classified_by == "name" and set_aside(
+                infer_idempotent(tool_name), hints, merged.annotations
+            ):
+                log.info(
+                    "%r declares annotations that would make it retried or reused; they are "
+                    'not trusted (ToolPolicy(annotations="trust") applies them)',
+                    tool_name,
+                )
         return hit
 
 

@@ -22,10 +22,7 @@ from langchain_core.runnables.config import (
 
 from ..core.call import CallRecord
 from . import otel as _otel
-from .stats import CallEvent, Stats
-
-UNKNOWN_TOOL_LABEL = "<unknown>"
-"""The one `tool` label (stats row, metric attribute) of every call to a tool that does not exist."""
+from .stats import UNKNOWN_TOOL_LABEL, CallEvent, Stats
 
 EVENT_NAME = "resilience"
 """Name of the LangChain custom event dispatched for every finished call."""
@@ -51,8 +48,11 @@ class Observer:
             return state if isinstance(state, str) else None
         return None
 
-    def observe(self, record: CallRecord, *, known_tool: bool = True) -> CallEvent:
-        """Count the finished call of `record` and export it.
+    def observe(
+        self, record: CallRecord, *, known_tool: bool = True, span: Any = None
+    ) -> CallEvent:
+        """Count the finished call of `record` and export it (`span`: the call's live
+        OpenTelemetry span, ended here; without one a span is made for the record).
 
         A call to a tool that does not exist (`known_tool` false) is counted under
         `UNKNOWN_TOOL_LABEL`: the names a model invents never become rows or labels.
@@ -70,9 +70,12 @@ class Observer:
             at=record.started_at,
             hedges=record.hedges,
             hedge_won=record.hedge_won,
+            hedge_winner=record.hedge_winner,
+            classified_as=record.classified_as if known_tool else None,
+            classified_by=record.classified_by if known_tool else None,
         )
         opened = self.stats.add(event)
-        _otel.emit(event, breaker_opened=opened)
+        _otel.emit(event, breaker_opened=opened, span=span)
         return event
 
     def dispatch(self, event: CallEvent) -> None:

@@ -19,6 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+UNKNOWN_TOOL_LABEL = "<unknown>"
+"""The one `tool` label (stats row, metric attribute, span name) of every call to a tool
+that does not exist."""
 DEFAULT_MAX_EVENTS = 1000
 """How many recent call events a `Stats` keeps (for plots over time)."""
 DEFAULT_LATENCY_WINDOW = 1000
@@ -48,6 +51,12 @@ class CallEvent:
     """Extra attempts sent beside slow ones (hedged reads), counted in `attempts` too."""
     hedge_won: bool = False
     """Whether a hedge gave the answer."""
+    hedge_winner: int = 0
+    """Which attempt of a hedge race gave the answer (0: the first; n: the n-th hedge)."""
+    classified_as: str | None = None
+    """``read``, ``idempotent_write`` or ``write`` (`None` for a tool that does not exist)."""
+    classified_by: str | None = None
+    """What decided `classified_as`: ``explicit``, ``annotations`` or ``name``."""
 
     @property
     def status(self) -> str:
@@ -66,6 +75,8 @@ class CallEvent:
             "served_by": self.served_by,
             "breaker": self.breaker,
             "at": self.at,
+            "classified_as": self.classified_as,
+            "classified_by": self.classified_by,
             **({"hedges": self.hedges, "hedge_won": self.hedge_won} if self.hedges else {}),
         }
 
@@ -92,6 +103,8 @@ class _ToolCounters:
     repairs: int = 0
     breaker: str | None = None
     breaker_opens: int = 0
+    classified_as: str | None = None
+    classified_by: str | None = None
     latencies: deque[float] = field(default_factory=deque)
 
 
@@ -131,6 +144,9 @@ class Stats:
             counters.breaker_opens += opened
             if event.breaker is not None:
                 counters.breaker = event.breaker
+            if event.classified_by is not None:
+                counters.classified_as = event.classified_as
+                counters.classified_by = event.classified_by
             counters.latencies.append(event.duration_ms)
             self._events.append(event)
         return opened
@@ -176,6 +192,8 @@ def _row(tool: str, c: _ToolCounters) -> dict[str, Any]:
         "max_ms": round(max(latencies), 3) if latencies else None,
         "breaker": c.breaker,
         "breaker_opens": c.breaker_opens,
+        "classified_as": c.classified_as,
+        "classified_by": c.classified_by,
     }
 
 

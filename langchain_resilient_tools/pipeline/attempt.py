@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from ..core.call import Call
+from ..observe import otel as _otel
 from ..runtime import deadline as _deadline
 from ..runtime.adaptive import LatencyHistory
 from ..runtime.executor import await_with_timeout
@@ -55,6 +56,11 @@ class AttemptStage(Stage):
         return self.latencies.get(call.name, lambda: LatencyHistory(spec))
 
     def wrap(self, call: Call, call_next: Next) -> Any:
+        if call.span is not None:  # tracing: the attempt is a span of its own
+            return _otel.attempt(call, partial(self._run, call, call_next))
+        return self._run(call, call_next)
+
+    def _run(self, call: Call, call_next: Next) -> Any:
         history = self.history_for(call)
         timeout = attempt_timeout(call, history)
         call.record.attempts += 1
@@ -75,6 +81,11 @@ class AttemptStage(Stage):
         return value
 
     def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
+        if call.span is not None:
+            return _otel.aattempt(call, partial(self._arun, call, call_next))
+        return self._arun(call, call_next)
+
+    def _arun(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         history = self.history_for(call)
         timeout = attempt_timeout(call, history)
         call.record.attempts += 1

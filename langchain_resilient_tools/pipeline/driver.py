@@ -19,6 +19,7 @@ from langgraph.errors import GraphBubbleUp
 from ..core.call import Call, CallRecord
 from ..core.errors import ResilienceSignal, ToolErrorType, ToolRaised, is_for_author
 from ..core.policy import PolicyResolver, ResolvedPolicy
+from ..observe import otel as _otel
 from ..observe.observer import Observer
 from ..observe.stats import CallEvent, StatsSnapshot
 from ..runtime import deadline as _deadline
@@ -242,13 +243,20 @@ class Pipeline:
     ) -> Call:
         """A `Call` for `name` with its resolved policy and a fresh record; `rerun`: a
         write whose outcome was unknown, run once more because a person chose so."""
+        resolver = self.resolver
+        resolved = resolver.for_rerun(name, tool) if rerun else resolver.resolve(name, tool)
         call = Call(
             id=call_id,
             name=name,
             args=args,
             tool=tool,
-            resolved=self.resolver.for_rerun(name) if rerun else self.resolver.resolve(name),
-            record=CallRecord(tool=name, call_id=call_id),
+            resolved=resolved,
+            record=CallRecord(
+                tool=name,
+                call_id=call_id,
+                classified_as=resolved.access,
+                classified_by=resolved.classified_by,
+            ),
             valid_tools=tuple(valid_tools),
             **fields,
         )
@@ -260,12 +268,20 @@ class Pipeline:
     def run(self, call: Call) -> Outcome:
         """Drive `call` through the stages (sync). Never raises but for control flow."""
         start = time.perf_counter()
+        traced = _otel.enter(call)  # the call's span, current while it runs (tracing on)
         try:
             outcome = Outcome(call, value=self._chains_for(call)[0](call))
         except Exception as exc:
             if _passes_through(exc):
+                _otel.interrupted(call, exc)
                 raise
             outcome = Outcome(call, failure=classify(exc, call))
+        except BaseException as exc:
+            _otel.interrupted(call, exc)
+            raise
+        finally:
+            if traced is not None:
+                _otel.leave(traced)
         outcome = self._finish(outcome, start)
         if outcome.event is not None:
             self.observer.dispatch(outcome.event)
@@ -278,12 +294,20 @@ class Pipeline:
         private loop), so its callback event goes to the run's sync handlers.
         """
         start = time.perf_counter()
+        traced = _otel.enter(call)
         try:
             outcome = Outcome(call, value=await self._chains_for(call)[1](call))
         except Exception as exc:
             if _passes_through(exc):
+                _otel.interrupted(call, exc)
                 raise
             outcome = Outcome(call, failure=classify(exc, call))
+        except BaseException as exc:
+            _otel.interrupted(call, exc)
+            raise
+        finally:
+            if traced is not None:
+                _otel.leave(traced)
         outcome = self._finish(outcome, start)
         if outcome.event is not None:
             if sync_callbacks:
@@ -308,7 +332,8 @@ class Pipeline:
             if record.served_by == "tool" and record.attempts == 0:
                 record.served_by = _refused_by(record.error)  # the tool never ran
         known = call.tool is not None or outcome.failure is None
-        outcome.event = self.observer.observe(record, known_tool=known)
+        outcome.event = self.observer.observe(record, known_tool=known, span=call.span)
+        call.span = None
         if self._on_outcome is not None:
             self._on_outcome(outcome)
         return outcome

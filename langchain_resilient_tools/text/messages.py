@@ -39,6 +39,11 @@ JOURNAL_RESENT = (
     "confirmed; it was sent again with the same idempotency key, so the service carries it "
     "out once."
 )
+JOURNAL_RESENT_SAFE = (
+    "This call was started before the run was resumed and its worker stopped before it "
+    "confirmed; it was sent again, which its tool declares has no further effect when "
+    "repeated with the same arguments."
+)
 JOURNAL_REPLAY = (
     "This call already ran before the run was resumed; this is the answer it gave then. "
     "It was not run again."

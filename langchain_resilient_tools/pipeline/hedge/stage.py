@@ -184,6 +184,7 @@ class HedgeStage(Stage):
         call.record.hedges += race.hedges_sent
         if race.winner is not None:
             call.record.hedge_won = race.winner > 0
+            call.record.hedge_winner = race.winner
 
     # -- the sync driver -----------------------------------------------------------
 

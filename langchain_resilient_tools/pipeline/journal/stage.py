@@ -182,8 +182,9 @@ class _Entry:
         if verdict is Verdict.ORPHANED:
             self.take_over()
             ago = max(0.0, self.backend.clock() - float(found.get("started") or 0.0))
-            if call.resolved.policy.idempotency_key is not False:
-                call.record.notices.append(m.JOURNAL_RESENT)  # the service knows the key
+            if call.resolved.idempotent:  # a keyed write, or one declared safe to repeat
+                keyed = call.resolved.policy.idempotency_key is not False
+                call.record.notices.append(m.JOURNAL_RESENT if keyed else m.JOURNAL_RESENT_SAFE)
                 return False, None
             if call.resolved.policy.verify is None:
                 raise OrphanedWrite(seconds_ago=ago)
