@@ -1,6 +1,10 @@
 """The write journal: a worker that dies mid-write never makes the write run again silently.
 
-Writes only (`applies`), with a journal backend (`where.journal_backend`). Before the
+Writes only (`applies`), in a step a run can resume (`core.resume.step_of`: a thread of a
+graph with a checkpointer; a call without one runs unjournaled: nothing could resume
+it, and no entry may answer a later run that reuses its call id), with a journal
+backend (`where.journal_backend`). Entries are kept per step of the thread, and answer
+only a call with the same arguments (`logic.judge`). Before the
 write runs, its intent is claimed under the call's idempotency key (one round trip);
 while it runs, its lease is renewed (`runtime.lease`, only for writes that outlast a
 third of the lease); when it answers, the receipt is written (one round trip). A call
@@ -47,6 +51,7 @@ from ...core.call import Call
 from ...core.errors import OrphanedWrite, Recorded, WriteInFlight
 from ...core.idempotency import key_for
 from ...core.policy import ResolvedPolicy
+from ...core.resume import step_of
 from ...runtime import deadline as _deadline
 from ...runtime.executor import dispatch_pool
 from ...runtime.lease import keeper
@@ -99,18 +104,20 @@ def _running_here(key: str, found: Any) -> concurrent.futures.Future[None] | Non
 class _Entry:
     """One call's journal session: its backend, key and intent."""
 
-    __slots__ = ("backend", "call", "intent", "key", "lease", "ttl")
+    __slots__ = ("args", "backend", "call", "intent", "key", "lease", "ttl")
 
-    def __init__(self, call: Call, backend: StateBackend) -> None:
+    def __init__(self, call: Call, backend: StateBackend, step: str) -> None:
         policy = call.resolved.policy
         self.call, self.backend = call, backend
-        # A run a person chose is journaled apart from the first (which stays answered).
-        rerun = ":rerun" if call.resolved.rerun else ""
-        self.key = f"{call.name}:{key_for(call)}{rerun}"
+        self.key = logic.entry_key(call.name, key_for(call), step, rerun=call.resolved.rerun)
         self.lease, self.ttl = policy.journal_lease_s, policy.journal_ttl_s
         self.intent = logic.intent(
-            call.name, call.args, owner=me(), now=backend.clock(), lease=self.lease
+            call.name, call.args, owner=me(), now=backend.clock(), lease=self.lease, step=step
         )
+        self.args: str = self.intent["args"]
+
+    def judge(self, found: Any) -> Verdict:
+        return logic.judge(found, self.backend.clock(), self.args)
 
     # -- store operations (one round trip each) ------------------------------------------
 
@@ -159,8 +166,8 @@ class _Entry:
         if self.claim():
             return Verdict.NEW, None
         found = self.read()
-        verdict = logic.judge(found, self.backend.clock())
-        if verdict is Verdict.NEW:  # gone or unreadable since: claim it over
+        verdict = self.judge(found)
+        if verdict is Verdict.NEW:  # gone, unreadable or another call's: claim it over
             self.take_over()
         return verdict, found
 
@@ -203,10 +210,12 @@ class JournalStage(Stage):
     def applies(self, resolved: ResolvedPolicy) -> bool:
         return resolved.policy.journal and resolved.write
 
-    def _open(self, call: Call, backend: StateBackend) -> tuple[_Entry | None, Any, Any]:
+    def _open(
+        self, call: Call, backend: StateBackend, step: str
+    ) -> tuple[_Entry | None, Any, Any]:
         """The call's journal session and (`_ANSWERED`, answer), (`_WAIT`, the in-process
         run to wait for) or (`_RUN`, None) (store I/O: off the event loop when async)."""
-        entry = _Entry(call, backend)
+        entry = _Entry(call, backend, step)
         try:
             verdict, found = entry.begin()
             here = _running_here(entry.key, found) if verdict is Verdict.RUNNING else None
@@ -215,7 +224,7 @@ class JournalStage(Stage):
             for _ in range(entry.polls() if verdict is Verdict.RUNNING else 0):
                 testing.sleep(POLL_S)
                 found = entry.read()
-                verdict = logic.judge(found, backend.clock())
+                verdict = entry.judge(found)
                 if verdict is not Verdict.RUNNING:
                     if verdict is Verdict.NEW:
                         entry.take_over()
@@ -229,22 +238,25 @@ class JournalStage(Stage):
             raise
         return entry, (_ANSWERED if answered else _RUN), value
 
-    def _reopen_after(self, call: Call, backend: StateBackend) -> tuple[_Entry | None, Any, Any]:
+    def _reopen_after(
+        self, call: Call, backend: StateBackend, step: str
+    ) -> tuple[_Entry | None, Any, Any]:
         """`_open` once the in-process run it waited for has finished (or not in time)."""
-        entry, what, value = self._open(call, backend)
+        entry, what, value = self._open(call, backend, step)
         if what is _WAIT:
             raise WriteInFlight()  # still running here past the deadline
         return entry, what, value
 
     def wrap(self, call: Call, call_next: Next) -> Any:
-        backend = journal_backend(self.env, call)
-        if backend is None:
+        step = step_of(call)
+        backend = None if step is None else journal_backend(self.env, call)
+        if backend is None or step is None:
             return call_next(call)
-        entry, what, value = self._open(call, backend)
+        entry, what, value = self._open(call, backend, step)
         if what is _WAIT:
             with contextlib.suppress(concurrent.futures.TimeoutError):
                 value.result(timeout=_deadline.remaining_or_none(call))
-            entry, what, value = self._reopen_after(call, backend)
+            entry, what, value = self._reopen_after(call, backend, step)
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else call_next(call)
         call.extras[JOURNALED] = True
@@ -271,15 +283,16 @@ class JournalStage(Stage):
         return value
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        backend = journal_backend(self.env, call)
-        if backend is None:
+        step = step_of(call)
+        backend = None if step is None else journal_backend(self.env, call)
+        if backend is None or step is None:
             return await call_next(call)
         remote = not isinstance(backend, MemoryBackend)  # a database: off the event loop
-        entry, what, value = await off_loop(remote, self._open, call, backend)
+        entry, what, value = await off_loop(remote, self._open, call, backend, step)
         if what is _WAIT:
             left = _deadline.remaining_or_none(call)
             await asyncio.wait({asyncio.wrap_future(value)}, timeout=left)
-            entry, what, value = await off_loop(remote, self._reopen_after, call, backend)
+            entry, what, value = await off_loop(remote, self._reopen_after, call, backend, step)
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else await call_next(call)
         call.extras[JOURNALED] = True
