@@ -22,8 +22,11 @@ whose key already has an entry is decided by `logic.judge`:
   for: the service carries it out once.
 
 A journal store that fails follows ``on_backend_error``: ``"closed"`` does not run a
-write whose intent cannot be recorded; ``"open"`` runs it unjournaled (logged). A
-receipt that cannot be written leaves the intent, which a later reader will find
+write whose intent cannot be recorded; ``"open"`` runs it unjournaled (logged). A store
+that only waits for another writer's lock (`BackendError.lock_wait`: SQLite's "database
+is locked" while another process makes the table or writes) is tried again first
+(`_Entry.patiently`), within the call's deadline; the receipt likewise, within half a
+lease. A receipt that cannot be written leaves the intent, which a later reader will find
 orphaned (its outcome unknown: true). LangGraph control flow raised through the write (an
 interrupt inside the tool) removes the intent: the tool is meant to run again on resume.
 A write cut short (its run cancelled: a client cancelled it, a server shut down) is
@@ -42,9 +45,17 @@ import logging
 import math
 import os
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from langgraph.errors import GraphBubbleUp
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
 
 from ...core import testing
 from ...core.call import Call
@@ -101,6 +112,15 @@ def _running_here(key: str, found: Any) -> concurrent.futures.Future[None] | Non
         return _running.get(key)
 
 
+LOCK_WAIT_TRIES = 30
+"""At most this many tries of one journal operation while the store reports a lock."""
+T = TypeVar("T")
+
+
+def _lock_wait(exc: BaseException) -> bool:
+    return isinstance(exc, BackendError) and exc.lock_wait
+
+
 class _Entry:
     """One call's journal session: its backend, key and intent."""
 
@@ -118,6 +138,27 @@ class _Entry:
 
     def judge(self, found: Any) -> Verdict:
         return logic.judge(found, self.backend.clock(), self.args)
+
+    def patiently(self, op: Callable[[], T], budget: float | None = None) -> T:
+        """`op()`, tried again while the store waits for another writer's lock, within
+        `budget` seconds (default: what is left of the call's deadline, else a lease);
+        any other failure, or the lock past the budget, is raised."""
+        try:
+            return op()
+        except BackendError as exc:
+            if not exc.lock_wait:
+                raise
+        if budget is None:
+            left = _deadline.remaining(self.call)
+            budget = self.lease if left is None else max(0.0, left)
+        retrying = Retrying(
+            retry=retry_if_exception(_lock_wait),
+            stop=stop_after_delay(budget) | stop_after_attempt(LOCK_WAIT_TRIES),
+            wait=wait_exponential(multiplier=0.02, max=0.5),
+            sleep=testing.sleep,
+            reraise=True,
+        )
+        return retrying(op)
 
     # -- store operations (one round trip each) ------------------------------------------
 
@@ -143,7 +184,8 @@ class _Entry:
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
         try:
-            self.backend.put(NS_JOURNAL, self.key, entry, ttl=self.ttl)
+            put = self.backend.put
+            self.patiently(lambda: put(NS_JOURNAL, self.key, entry, ttl=self.ttl), self.lease / 2)
         except BackendError:
             log.warning("journal: the receipt of %s was not written", self.call.name)
 
@@ -187,7 +229,7 @@ class _Entry:
             call.record.notices.append(m.JOURNAL_REPLAY)
             return True, found.get("content") or ""
         if verdict is Verdict.ORPHANED:
-            self.take_over()
+            self.patiently(self.take_over)
             ago = max(0.0, self.backend.clock() - float(found.get("started") or 0.0))
             if call.resolved.policy.idempotency_key is not False:
                 call.record.notices.append(m.JOURNAL_RESENT)  # the service knows the key
@@ -217,17 +259,17 @@ class JournalStage(Stage):
         run to wait for) or (`_RUN`, None) (store I/O: off the event loop when async)."""
         entry = _Entry(call, backend, step)
         try:
-            verdict, found = entry.begin()
+            verdict, found = entry.patiently(entry.begin)
             here = _running_here(entry.key, found) if verdict is Verdict.RUNNING else None
             if here is not None:
                 return entry, _WAIT, here
             for _ in range(entry.polls() if verdict is Verdict.RUNNING else 0):
                 testing.sleep(POLL_S)
-                found = entry.read()
+                found = entry.patiently(entry.read)
                 verdict = entry.judge(found)
                 if verdict is not Verdict.RUNNING:
                     if verdict is Verdict.NEW:
-                        entry.take_over()
+                        entry.patiently(entry.take_over)
                     break
             answered, value = entry.answer(verdict, found)
         except BackendError as exc:
