@@ -62,9 +62,11 @@ def email_tool(folder: Path) -> BaseTool:
     return StructuredTool.from_function(send_email)
 
 
-def effects(folder: Path) -> int:
+def effects(folder: Path) -> list[int]:
+    """The process id of each email sent in the round."""
     path = folder / "effects.jsonl"
-    return len(path.read_text().splitlines()) if path.exists() else 0
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [int(json.loads(line)["pid"]) for line in lines]
 
 
 @contextmanager
@@ -173,7 +175,8 @@ def answer(state: dict[str, Any]) -> dict[str, Any]:
     message = found[-1]
     meta = message.response_metadata.get("resilience") or {}
     content = message.content if isinstance(message.content, str) else json.dumps(message.content)
-    return {"status": message.status, "content": content, "served_by": meta.get("served_by")}
+    served_by = meta.get("served_by")
+    return {"status": message.status, "content": content, "served_by": served_by, "pid": os.getpid()}
 
 
 async def _arun(sc: dict[str, Any], adapter: str, barrier: Any) -> Any:
