@@ -1,8 +1,9 @@
 """Cost of the write journal: ``python -m bench.bench_journal``.
 
-A write tool (``send_email``) wrapped with `ResilientTool.wrap` and a ``store=``,
-invoked as a tool call with a fresh id each time (so that each call is a new write:
-intent claimed, tool run, receipt written), with ``journal=True`` against
+A write tool (``send_email``) wrapped with `ResilientTool.wrap` and a ``store=``, in a
+one-node graph with a checkpointer (the journal keeps entries only for calls a run can
+resume), called on a fresh thread each time (so that each call is a new write: intent
+claimed, tool run, receipt written), with ``journal=True`` against
 ``journal=False`` on the same store (dedup off: only the journal differs). Stores:
 LangGraph's ``InMemoryStore``, a SQLite file (``SqliteStore``), and ``PostgresStore``
 on a throwaway local cluster (skipped if PostgreSQL cannot start). Also counts the
@@ -20,7 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import ResilientTool, ToolPolicy
@@ -70,12 +75,17 @@ class _Counted:
 def _caller(fn: Any, store: Any, journal: bool) -> Callable[[int], Any]:
     policy = ToolPolicy(timeout=None, dedup="off", journal=journal)
     tool = ResilientTool.wrap(StructuredTool.from_function(fn), policy=policy, store=store)
-    config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", ToolNode([tool]))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    app = graph.compile(checkpointer=InMemorySaver())
     run = uuid.uuid4().hex[:6]
 
     def call(i: int) -> Any:
-        tc = {"name": fn.__name__, "args": {"to": "ann"}, "id": f"{run}-{i}", "type": "tool_call"}
-        return tool.invoke(tc, config)
+        tc = {"name": fn.__name__, "args": {"to": "ann"}, "id": "call_0", "type": "tool_call"}
+        config = {"configurable": {"thread_id": f"{run}-{i}"}}
+        return app.invoke({"messages": [AIMessage("", tool_calls=[tc])]}, config)
 
     return call
 

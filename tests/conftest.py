@@ -66,8 +66,10 @@ class Harness:
         ai: AIMessage | None = None,
         script: Sequence[AIMessage] | None = None,
         store: Any = None,
+        interrupt_before: Sequence[str] | None = None,
     ) -> Any:
-        """`store` becomes the graph's store (``runtime.store``)."""
+        """`store` becomes the graph's store (``runtime.store``); `interrupt_before` is
+        LangGraph's (e.g. ``["tools"]``: the run stops before the tools' step)."""
         self.adapters = []  # stats() reads the adapters of this build only
         if self.adapter == "middleware":
             from langchain.agents import create_agent
@@ -87,6 +89,7 @@ class Harness:
                 ],
                 checkpointer=checkpointer,
                 store=store,
+                interrupt_before=interrupt_before,
             )
         if self.adapter == "node":
             node: Any = self._keep(
@@ -101,7 +104,9 @@ class Harness:
         graph.add_node("tools", node)
         graph.add_edge(START, "tools")
         graph.add_edge("tools", END)
-        return graph.compile(checkpointer=checkpointer, store=store)
+        return graph.compile(
+            checkpointer=checkpointer, store=store, interrupt_before=interrupt_before
+        )
 
     def invoke(self, graph: Any, payload: Any, config: dict[str, Any] | None = None) -> Any:
         if self.mode == "sync":

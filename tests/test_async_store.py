@@ -32,9 +32,11 @@ from langchain_resilient_tools import (
     ToolPolicy,
 )
 from langchain_resilient_tools.core.idempotency import derive_key
+from langchain_resilient_tools.pipeline.journal.logic import entry_key
 from langchain_resilient_tools.state.backend import NAMESPACE, decode
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import _LOOPS, Harness
+from tests.rewind import rewind
 from tests.tools import CALLS, ok_tool
 
 POLICY = ToolPolicy(
@@ -189,11 +191,21 @@ def _payload(harness: Harness, ai: AIMessage) -> dict[str, Any]:
     return {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
 
 
+def _journal_key(harness: Harness, graph: Any, config: dict[str, Any]) -> str:
+    """The journal key of call ``c1`` of the thread's pending tools step."""
+    assert harness.loop is not None
+    snapshot = harness.loop.run_until_complete(graph.aget_state(config))
+    assert snapshot.next == ("tools",)
+    thread = config["configurable"]["thread_id"]
+    step = f"tools@{snapshot.metadata['step'] + 1}"
+    return entry_key("send_email", derive_key(thread, "send_email", "c1"), step)
+
+
 def test_the_journal_keeps_writes_in_a_loop_bound_store(
     async_harness: Harness, store: LoopStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A write's receipt lands in the graph's async store, and a second run of the same
-    call on the thread is answered from it (nothing falls back, nothing runs twice)."""
+    """A write's receipt lands in the graph's async store, and the step resumed after a
+    crash is answered from it (nothing falls back, nothing runs twice)."""
     harness, sent = async_harness, []
 
     def send_email(to: str) -> str:
@@ -204,11 +216,22 @@ def test_the_journal_keeps_writes_in_a_loop_bound_store(
     ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c1")])
     saver = InMemorySaver()
     config = {"configurable": {"thread_id": "t-async"}}
-    for _ in range(2):  # the same call id again: e.g. a step run again after a crash
+
+    def build() -> Any:
         tool = StructuredTool.from_function(send_email)
-        graph = harness.build([tool], checkpointer=saver, ai=ai, store=store)
-        state = harness.invoke(graph, _payload(harness, ai), config)
-    entry = _entry(harness, store, f"send_email:{derive_key('t-async', 'send_email', 'c1')}")
+        return harness.build(
+            [tool], checkpointer=saver, ai=ai, store=store, interrupt_before=["tools"]
+        )
+
+    graph = build()
+    harness.invoke(graph, _payload(harness, ai), config)  # up to the tools' step
+    key = _journal_key(harness, graph, config)
+    before = saver.get_tuple(config)
+    assert before is not None
+    harness.invoke(graph, None, config)  # the step: the write runs
+    rewind(saver, "t-async", before.config["configurable"]["checkpoint_id"])  # a crash
+    state = harness.invoke(build(), None, config)  # a new worker resumes the step
+    entry = _entry(harness, store, key)
     assert entry["kind"] == "receipt" and entry["content"] == "sent to ann"
     assert sent == ["ann"]
     answer = [m for m in state["messages"] if isinstance(m, ToolMessage)][-1]
@@ -234,11 +257,15 @@ def test_a_cancelled_write_is_marked_in_a_loop_bound_store(
 
     tool = StructuredTool.from_function(coroutine=send_email, name="send_email")
     ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c1")])
-    graph = harness.build([tool], checkpointer=InMemorySaver(), ai=ai, store=store)
+    graph = harness.build(
+        [tool], checkpointer=InMemorySaver(), ai=ai, store=store, interrupt_before=["tools"]
+    )
     config = {"configurable": {"thread_id": "t-cancel"}}
+    harness.invoke(graph, _payload(harness, ai), config)  # up to the tools' step
+    key = _journal_key(harness, graph, config)
 
     async def cancel_mid_write() -> None:
-        run = asyncio.ensure_future(graph.ainvoke(_payload(harness, ai), config))
+        run = asyncio.ensure_future(graph.ainvoke(None, config))
         await started.wait()
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -246,6 +273,6 @@ def test_a_cancelled_write_is_marked_in_a_loop_bound_store(
         await asyncio.wait_for(store.abandoned.wait(), timeout=10)
 
     harness.loop.run_until_complete(cancel_mid_write())
-    entry = _entry(harness, store, f"send_email:{derive_key('t-cancel', 'send_email', 'c1')}")
+    entry = _entry(harness, store, key)
     assert entry["kind"] == "intent" and entry["lease_until"] == 0.0
     assert _warnings(caplog) == []

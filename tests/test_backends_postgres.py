@@ -100,10 +100,12 @@ def test_a_booking_sent_to_two_workers_runs_once(pg_url: str, db: Any) -> None:
     statuses = sorted(a["b1"]["status"] for a in answers)
     assert statuses == ["error", "success"]
     blocked = next(a["b1"] for a in answers if a["b1"]["status"] == "error")
-    # The same tool call on two live workers: the write journal sees the other worker
-    # run it (in testing mode the wait for its receipt does not sleep) and says so.
-    assert _error(blocked) == "unknown_outcome"
-    assert "another worker" in json.loads(blocked["content"])["message"]
+    # The same tool call on two live workers of a graph without a checkpointer (no run
+    # of it can be resumed, so the write journal keeps nothing): the dedup ledger the
+    # workers share sees the identical write still running on the other and says so.
+    # (With a checkpointer, the journal decides: tests/test_double_delivery.py.)
+    assert _error(blocked) == "duplicate_call"
+    assert "still running" in json.loads(blocked["content"])["message"]
 
 
 def test_the_half_open_probe_is_admitted_once_across_workers(pg_url: str, db: Any) -> None:

@@ -23,6 +23,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.prebuilt import InjectedStore
+from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import ToolPolicy, VerifyInfo
@@ -34,6 +36,7 @@ from langchain_resilient_tools.state.backend import BackendError, MemoryBackend,
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.rewind import rewind
 
 THREAD = "t-1"
 
@@ -100,14 +103,14 @@ def saver(harness: Harness) -> Iterator[Any]:
             harness.loop.run_until_complete(conn.close())
 
 
-def _run(
-    harness: Harness, tools: list[BaseTool], saver: Any, *, policy: ToolPolicy | None = None,
-    call_id: str = "c1", store: Any = None, thread: str = THREAD,
-) -> ToolMessage:  # fmt: skip
-    ai = AIMessage("", tool_calls=[tool_call(tools[0].name, {"to": "ann"}, id=call_id)])
-    graph = harness.build(tools, policy=policy, checkpointer=saver, ai=ai, store=store)
-    payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
-    state = harness.invoke(graph, payload, {"configurable": {"thread_id": thread}})
+def _snapshot(harness: Harness, graph: Any, config: dict[str, Any]) -> Any:
+    if harness.mode == "sync":
+        return graph.get_state(config)
+    assert harness.loop is not None
+    return harness.loop.run_until_complete(graph.aget_state(config))
+
+
+def _answer(state: Any, call_id: str) -> ToolMessage:
     found = [
         m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == call_id
     ]
@@ -115,8 +118,62 @@ def _run(
     return found[-1]  # the answer of this run (an earlier run of the thread left its own)
 
 
-def _key(tool: str = "send_email", call_id: str = "c1", thread: str = THREAD) -> str:
-    return f"{tool}:{derive_key(thread, tool, call_id)}"
+class Pending:
+    """A thread stopped before its tools' step, as a worker that died in that step left it.
+
+    Entries are planted under the key of that step's call (`key`); `resume` then runs the
+    step as a resume after a crash does, and `crash` takes the thread back to before the
+    step (a later resume then meets what the earlier one left in the journal).
+    """
+
+    def __init__(
+        self, harness: Harness, tools: list[BaseTool], saver: Any, *,
+        policy: ToolPolicy | None = None, call_id: str = "c1", store: Any = None,
+        thread: str = THREAD,
+    ) -> None:  # fmt: skip
+        self.harness, self.tools, self.saver = harness, tools, saver
+        self.policy, self.store, self.call_id, self.thread = policy, store, call_id, thread
+        self.ai = AIMessage("", tool_calls=[tool_call(tools[0].name, {"to": "ann"}, id=call_id)])
+        self.graph = self.build()
+        payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else self.ai]}
+        config = {"configurable": {"thread_id": thread}}
+        harness.invoke(self.graph, payload, config)
+        snapshot = _snapshot(harness, self.graph, config)
+        assert snapshot.next == ("tools",)
+        self.before = snapshot.config
+        self.step = f"tools@{snapshot.metadata['step'] + 1}"
+
+    def build(self) -> Any:
+        return self.harness.build(
+            self.tools, policy=self.policy, checkpointer=self.saver, ai=self.ai,
+            store=self.store, interrupt_before=["tools"],
+        )  # fmt: skip
+
+    def key(self, tool: str = "send_email") -> str:
+        return logic.entry_key(tool, derive_key(self.thread, tool, self.call_id), self.step)
+
+    def resume(self, *, rebuilt: bool = False) -> ToolMessage:
+        """The step run (`rebuilt`: by a new graph and adapters, as a new process)."""
+        if rebuilt:
+            self.graph = self.build()
+        config = {"configurable": {"thread_id": self.thread}}
+        return _answer(self.harness.invoke(self.graph, None, config), self.call_id)
+
+    def crash(self) -> None:
+        """The worker that ran the step died before the step's checkpoint was saved."""
+        rewind(self.saver, self.thread, self.before["configurable"]["checkpoint_id"])
+
+
+def _run(
+    harness: Harness, tools: list[BaseTool], saver: Any, *, policy: ToolPolicy | None = None,
+    call_id: str = "c1", store: Any = None, thread: str = THREAD,
+) -> ToolMessage:  # fmt: skip
+    """A fresh run of the thread: its AIMessage, then its tools' step."""
+    ai = AIMessage("", tool_calls=[tool_call(tools[0].name, {"to": "ann"}, id=call_id)])
+    graph = harness.build(tools, policy=policy, checkpointer=saver, ai=ai, store=store)
+    payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
+    state = harness.invoke(graph, payload, {"configurable": {"thread_id": thread}})
+    return _answer(state, call_id)
 
 
 def _dead_owner() -> dict[str, Any]:
@@ -176,22 +233,31 @@ def test_a_healthy_write_leaves_an_intent_then_a_receipt(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
-    answer = _run(harness, [send_tool(box)], saver(db))
+    pending = Pending(harness, [send_tool(box)], saver(db))
+    answer = pending.resume()
     assert answer.content == "sent to ann" and box.sent
     assert "resilience" not in answer.response_metadata  # a healthy call is ToolNode's
-    entry = _entries(db)[_key()]
+    entry = _entries(db)[pending.key()]
     assert entry["kind"] == "receipt" and entry["outcome"] == "success"
     assert entry["content"] == "sent to ann" and "ann" not in json.dumps(entry["args"])
+    assert entry["step"] == pending.step
+
+
+def _intent(pending: Pending, **changes: Any) -> dict[str, Any]:
+    """The intent a dead worker left for the pending step's call."""
+    mine = logic.intent(
+        "send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10, step=pending.step
+    )
+    return {**mine, **changes}
 
 
 def test_a_call_with_a_receipt_is_answered_from_it(harness: Harness, db: str, saver: Any) -> None:
     """The worker died after the write answered, before the step's checkpoint."""
     box = Outbox()
-    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
-    SqliteBackend(db).put(
-        NS_JOURNAL, _key(), logic.receipt(mine, now=2.0, value="sent to ann"), ttl=600
-    )
-    answer = _run(harness, [send_tool(box)], saver(db))
+    pending = Pending(harness, [send_tool(box)], saver(db))
+    done = logic.receipt(_intent(pending), now=2.0, value="sent to ann")
+    SqliteBackend(db).put(NS_JOURNAL, pending.key(), done, ttl=600)
+    answer = pending.resume()
     assert box.sent == []  # nothing ran
     assert answer.status == "success" and str(answer.content).endswith("sent to ann")
     assert "already ran before the run was resumed" in str(answer.content)
@@ -200,34 +266,79 @@ def test_a_call_with_a_receipt_is_answered_from_it(harness: Harness, db: str, sa
 
 def test_a_recorded_failure_is_answered_again(harness: Harness, db: str, saver: Any) -> None:
     box = Outbox()
-    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
+    pending = Pending(harness, [send_tool(box)], saver(db))
     failure = {
         "error": "tool_error",
         "message": "mailbox full",
         "suggestion": "s",
         "retryable": False,
     }
-    done = {**logic.receipt(mine, now=2.0, value=""), "outcome": "error", "failure": failure}
-    SqliteBackend(db).put(NS_JOURNAL, _key(), done, ttl=600)
-    body = _envelope(_run(harness, [send_tool(box)], saver(db)))
+    done = logic.receipt(_intent(pending), now=2.0, value="")
+    SqliteBackend(db).put(
+        NS_JOURNAL, pending.key(), {**done, "outcome": "error", "failure": failure}, ttl=600
+    )
+    body = _envelope(pending.resume())
     assert box.sent == [] and body["error"] == "tool_error" and body["message"] == "mailbox full"
 
 
-def _orphan(db: str) -> None:
-    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
-    SqliteBackend(db).put(NS_JOURNAL, _key(), mine, ttl=600)
+def test_a_receipt_of_other_arguments_answers_nothing(
+    harness: Harness, db: str, saver: Any
+) -> None:
+    """The same step and call id with other arguments (a fork of the thread) is another
+    call: it runs, and its own receipt replaces the other one."""
+    box = Outbox()
+    pending = Pending(harness, [send_tool(box)], saver(db))
+    other = logic.intent(
+        "send_email", {"to": "bob"}, owner=_dead_owner(), now=1.0, lease=10, step=pending.step
+    )
+    done = logic.receipt(other, now=2.0, value="sent to bob")
+    SqliteBackend(db).put(NS_JOURNAL, pending.key(), done, ttl=600)
+    answer = pending.resume()
+    assert answer.content == "sent to ann" and len(box.sent) == 1
+    assert _entries(db)[pending.key()]["content"] == "sent to ann"
+
+
+def test_a_fresh_run_of_the_thread_reusing_a_call_id_runs_it(
+    harness: Harness, db: str, saver: Any
+) -> None:
+    """Providers and local models repeat call ids (``call_0`` in every turn): a later run
+    of the thread with the same call id and arguments is a new call, not a resume. With
+    dedup off it runs; with dedup on, where dedup knows the earlier call (the node's
+    ledger in graph state), it is blocked as the repeat it is, and says so: never an
+    earlier answer passed off as this call's own."""
+    box = Outbox()
+    checkpointer = saver(db)
+    first = _run(harness, [send_tool(box)], checkpointer, call_id="call_0")
+    assert first.content == "sent to ann" and len(box.sent) == 1
+    second = _run(harness, [send_tool(box)], checkpointer, call_id="call_0")
+    if second.status == "success":
+        assert len(box.sent) == 2 and second.content == "sent to ann"  # it ran
+    else:
+        assert _envelope(second)["error"] == "duplicate_call" and len(box.sent) == 1
+    sent = len(box.sent)
+    off = ToolPolicy(dedup="off")
+    third = _run(harness, [send_tool(box)], checkpointer, call_id="call_0", policy=off)
+    assert third.content == "sent to ann" and "resilience" not in third.response_metadata
+    assert len(box.sent) == sent + 1
+    assert len(_entries(db)) == 3  # one entry per step: none answers another step
+
+
+def _orphan(db: str, pending: Pending) -> None:
+    SqliteBackend(db).put(NS_JOURNAL, pending.key(), _intent(pending), ttl=600)
 
 
 def test_an_orphaned_write_is_never_run_silently(harness: Harness, db: str, saver: Any) -> None:
     """Its worker died between intent and receipt: whether it sent is unknown."""
     box = Outbox()
-    _orphan(db)
-    body = _envelope(_run(harness, [send_tool(box)], saver(db)))
+    pending = Pending(harness, [send_tool(box)], saver(db))
+    _orphan(db, pending)
+    body = _envelope(pending.resume())
     assert box.sent == []
     assert body["error"] == "unknown_outcome" and "stopped before it confirmed" in body["message"]
     assert "still running" not in body["message"]
-    assert _entries(db)[_key()]["kind"] == "receipt"  # a later resume is told the same
-    again = _envelope(_run(harness, [send_tool(box)], saver(db)))
+    assert _entries(db)[pending.key()]["kind"] == "receipt"  # a later resume is told the same
+    pending.crash()
+    again = _envelope(pending.resume())
     assert again["error"] == "unknown_outcome" and box.sent == []
 
 
@@ -236,8 +347,9 @@ def test_an_orphaned_write_that_verify_finds_is_answered_with_it(
 ) -> None:
     box = Outbox()
     box.sent.append(derive_key(THREAD, "send_email", "c1"))  # it had been sent
-    _orphan(db)
-    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    _orphan(db, pending)
+    answer = pending.resume()
     assert answer.status == "success" and "sent (found by lookup)" in str(answer.content)
     assert answer.response_metadata["resilience"]["served_by"] == "verify"
     assert len(box.sent) == 1
@@ -247,17 +359,20 @@ def test_an_orphaned_write_that_verify_does_not_find_runs_once(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
-    _orphan(db)
-    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    _orphan(db, pending)
+    answer = pending.resume()
     assert answer.status == "success" and str(answer.content).endswith("sent to ann")
     assert box.sent == [derive_key(THREAD, "send_email", "c1")]  # once, with the same key
-    assert _entries(db)[_key()]["outcome"] == "success"
+    assert _entries(db)[pending.key()]["outcome"] == "success"
 
 
 def test_a_keyed_write_is_sent_again_with_its_key(harness: Harness, db: str, saver: Any) -> None:
     box = Outbox()
-    _orphan(db)
-    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(idempotency_key=True))
+    policy = ToolPolicy(idempotency_key=True)
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=policy)
+    _orphan(db, pending)
+    answer = pending.resume()
     assert str(answer.content).endswith("sent to ann")
     assert "sent again with the same idempotency key" in str(answer.content)
     assert box.sent == [derive_key(THREAD, "send_email", "c1")]
@@ -273,21 +388,21 @@ def test_a_write_another_live_worker_runs_is_waited_for(
     from langchain_resilient_tools.pipeline.journal import stage
 
     box = Outbox()
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=5))
     backend = SqliteBackend(db)
-    theirs = logic.intent(
-        "send_email", {"to": "ann"}, owner=owner.me(), now=backend.clock(), lease=60
-    )
-    backend.put(NS_JOURNAL, _key(), theirs, ttl=600)
+    theirs = _intent(pending, owner=owner.me(), started=backend.clock())
+    theirs["lease_until"] = backend.clock() + 60
+    backend.put(NS_JOURNAL, pending.key(), theirs, ttl=600)
     waits: list[float] = []
 
     def sleep(seconds: float) -> None:
         waits.append(seconds)
         if len(waits) == 3:
             done = logic.receipt(theirs, now=1.0, value="sent to ann")
-            backend.put(NS_JOURNAL, _key(), done, ttl=600)
+            backend.put(NS_JOURNAL, pending.key(), done, ttl=600)
 
     monkeypatch.setattr(stage, "testing", SimpleNamespace(sleep=sleep))
-    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=5))
+    answer = pending.resume()
     assert box.sent == [] and answer.status == "success" and len(waits) == 3
     assert str(answer.content).endswith("sent to ann")
 
@@ -296,15 +411,48 @@ def test_a_write_still_running_elsewhere_past_the_deadline_is_unknown(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=0.3))
     backend = SqliteBackend(db)
-    theirs = logic.intent(
-        "send_email", {"to": "ann"}, owner=owner.me(), now=backend.clock(), lease=60
-    )
-    backend.put(NS_JOURNAL, _key(), theirs, ttl=600)
-    body = _envelope(_run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=0.3)))
+    theirs = _intent(pending, owner=owner.me(), started=backend.clock())
+    theirs["lease_until"] = backend.clock() + 60
+    backend.put(NS_JOURNAL, pending.key(), theirs, ttl=600)
+    body = _envelope(pending.resume())
     assert box.sent == [] and body["error"] == "unknown_outcome"
     assert "still being run" in body["message"]
-    assert _entries(db)[_key()]["kind"] == "intent"  # theirs to finish
+    assert _entries(db)[pending.key()]["kind"] == "intent"  # theirs to finish
+
+
+def _note_tool(saved: list[str]) -> BaseTool:
+    def save_note(text: str, store: Annotated[BaseStore, InjectedStore()]) -> str:
+        """Save a note."""
+        store.put(("notes",), str(len(saved)), {"text": text})
+        saved.append(text)
+        return f"saved {text}"
+
+    return StructuredTool.from_function(save_note)
+
+
+@pytest.mark.parametrize("thread", [None, "t-nockpt"])
+def test_without_a_checkpointer_every_run_runs_its_write(
+    harness: Harness, thread: str | None
+) -> None:
+    """A graph with a store and no checkpointer (LangGraph's own
+    ``test_tool_node_inject_store``): nothing can resume its runs, so two runs that
+    reuse a call id are two calls; both writes happen, and no journal entry is kept."""
+    store, saved = InMemoryStore(), []
+    tool = _note_tool(saved)
+    ai = AIMessage("", tool_calls=[tool_call("save_note", {"text": "hi"}, id="call_0")])
+    config = {"configurable": {"thread_id": thread}} if thread else None
+    for run in (1, 2):
+        # Dedup (on by default) is left out: a second identical write on one thread is
+        # its to block, and this test is about the journal.
+        policy = ToolPolicy(dedup="off") if thread else None
+        graph = harness.build([tool], policy=policy, ai=ai, store=store)
+        payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
+        answer = _answer(harness.invoke(graph, payload, config), "call_0")
+        assert answer.content == "saved hi" and len(saved) == run, answer.content
+        assert "resilience" not in answer.response_metadata
+    assert store.search(("langchain_resilient_tools", NS_JOURNAL)) == []
 
 
 def test_reads_and_unjournaled_writes_leave_nothing(harness: Harness, db: str, saver: Any) -> None:
@@ -325,18 +473,19 @@ def test_the_store_is_used_when_durable_else_the_checkpointer(
     """An InMemoryStore would be lost with the process: the SQLite checkpointer's database
     keeps the journal instead."""
     box = Outbox()
-    store = InMemoryStore()
-    _run(harness, [send_tool(box)], saver(db), store=store)
-    assert _key() in _entries(db)
+    pending = Pending(harness, [send_tool(box)], saver(db), store=InMemoryStore())
+    pending.resume()
+    assert pending.key() in _entries(db)
 
 
 def test_an_in_memory_checkpointer_keeps_the_journal_in_memory(harness: Harness) -> None:
-    """A rebuilt graph on the same `InMemorySaver` in the same process (a new node or
-    middleware) finds the receipt: the same call is not sent again."""
+    """The step resumed by a rebuilt graph on the same `InMemorySaver` in the same process
+    (a new node or middleware) finds the receipt: the same call is not sent again."""
     box = Outbox()
-    saver = InMemorySaver()
-    _run(harness, [send_tool(box)], saver, thread="mem")
-    again = _run(harness, [send_tool(box)], saver, thread="mem")
+    pending = Pending(harness, [send_tool(box)], InMemorySaver(), thread="mem")
+    pending.resume()
+    pending.crash()
+    again = pending.resume(rebuilt=True)
     assert len(box.sent) == 1
     assert again.response_metadata["resilience"]["served_by"] == "journal"
 
@@ -441,10 +590,10 @@ def test_a_dead_workers_pending_write_is_never_called_still_running(harness: Har
     tool = send_tool(box)
     store = InMemoryStore()
     _dead_pending(store, tool)
-    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
-    StoreBackend(store).put(NS_JOURNAL, _key(), mine, ttl=600)
     policy = ToolPolicy(state_backend="store")
-    body = _envelope(_run(harness, [tool], InMemorySaver(), store=store, policy=policy))
+    pending = Pending(harness, [tool], InMemorySaver(), store=store, policy=policy)
+    StoreBackend(store).put(NS_JOURNAL, pending.key(), _intent(pending), ttl=600)
+    body = _envelope(pending.resume())
     assert box.sent == [] and body["error"] == "unknown_outcome"
     assert "still" not in body["message"]
     again = _envelope(
@@ -461,10 +610,10 @@ def test_a_dead_workers_pending_write_that_verify_does_not_find_runs_once(
     tool = send_tool(box)
     store = InMemoryStore()
     _dead_pending(store, tool)
-    mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
-    StoreBackend(store).put(NS_JOURNAL, _key(), mine, ttl=600)
     policy = ToolPolicy(state_backend="store", verify=box.lookup)
-    answer = _run(harness, [tool], InMemorySaver(), store=store, policy=policy)
+    pending = Pending(harness, [tool], InMemorySaver(), store=store, policy=policy)
+    StoreBackend(store).put(NS_JOURNAL, pending.key(), _intent(pending), ttl=600)
+    answer = pending.resume()
     assert answer.status == "success" and len(box.sent) == 1
 
 

@@ -30,6 +30,7 @@ connection, timeout) is raised as `BackendError`; what a stage then does is set 
 from __future__ import annotations
 
 import base64
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -50,6 +51,25 @@ _serde = JsonPlusSerializer()
 
 class BackendError(Exception):
     """The state store failed (unreachable, timed out, refused): `__cause__` says how."""
+
+    def __init__(self, message: str, *, lock_wait: bool = False) -> None:
+        super().__init__(message)
+        self.lock_wait = lock_wait
+        """Whether another writer held a lock the operation needed (SQLite's "database is
+        locked", a PostgreSQL lock or serialization conflict): over in a moment, so the
+        operation is worth trying again (`is_lock_wait`)."""
+
+
+_LOCK_ERRORS = frozenset({"LockNotAvailable", "SerializationFailure", "DeadlockDetected"})
+"""psycopg's errors for a lock another transaction held (named, not imported)."""
+
+
+def is_lock_wait(exc: BaseException) -> bool:
+    """Whether a store's own error `exc` is a wait for another writer's lock."""
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        return "locked" in text or "busy" in text
+    return any(cls.__name__ in _LOCK_ERRORS for cls in type(exc).__mro__)
 
 
 @runtime_checkable
@@ -126,7 +146,8 @@ def _guard() -> Iterator[None]:
     except BackendError:
         raise
     except Exception as exc:  # any store failure: the caller's policy decides
-        raise BackendError(f"state store failed: {type(exc).__name__}") from exc
+        lock_wait = is_lock_wait(exc)
+        raise BackendError(f"state store failed: {type(exc).__name__}", lock_wait=lock_wait) from exc
 
 
 class StoreBackend:

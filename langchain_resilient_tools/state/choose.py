@@ -44,11 +44,11 @@ def as_backend(store: Any, *, clock: Callable[[], float] = time.time) -> StateBa
 
         return SqliteBackend(path, clock=clock)
     try:
-        from .postgres import PostgresBackend, is_postgres_store
+        from .postgres import is_postgres_store, store_backend
     except ImportError:  # langgraph-checkpoint-postgres is not installed
         return StoreBackend(store, clock=clock)
     if is_postgres_store(store):
-        return PostgresBackend(store, clock=clock)
+        return store_backend(store, clock=clock)
     return StoreBackend(store, clock=clock)
 
 
@@ -65,13 +65,14 @@ def is_durable(backend: StateBackend) -> bool:
 
 def checkpointer_backend(saver: Any) -> StateBackend | None:
     """A backend in the database of checkpointer `saver`, when it has one we can reach
-    synchronously (``SqliteSaver``, ``PostgresSaver``); `None` otherwise."""
+    (``SqliteSaver``, ``PostgresSaver`` and their async kinds); `None` otherwise."""
     path = _sqlite_file(saver)
     if path is not None:
         from .sqlite import SqliteBackend
 
         return SqliteBackend(path)
-    if _is_a(saver, ("langgraph.checkpoint.postgres",), "PostgresSaver"):
+    pg = ("langgraph.checkpoint.postgres",)
+    if _is_a(saver, pg, "PostgresSaver") or _is_a(saver, pg, "AsyncPostgresSaver"):
         try:
             from .postgres import OwnConnection, PostgresBackend
         except ImportError:  # pragma: no cover - the saver comes with the package

@@ -1,10 +1,11 @@
-"""The shared backend on LangGraph's ``PostgresStore`` (or a ``PostgresSaver``'s database):
-atomic operations in one small table (`state.table`).
+"""The shared backend on LangGraph's ``PostgresStore`` or ``AsyncPostgresStore`` (or the
+database of a ``PostgresSaver`` / ``AsyncPostgresSaver``): atomic operations in one small
+table (`state.table`).
 
 `BaseStore` has no compare-and-set, so this backend does not go through the store's
 items: it uses the store's own connection (a psycopg ``Connection`` in autocommit mode,
-or a ``ConnectionPool``; for a saver, a connection of its own, `OwnConnection`) and the
-table `TABLE`, created on first use::
+or a ``ConnectionPool``; for a saver or an async store, a sync connection of its own to
+the same database, `OwnConnection`) and the table `TABLE`, created on first use::
 
     ns text, key text, kind text, data bytea, expires_at double precision,
     PRIMARY KEY (ns, key)
@@ -14,12 +15,14 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
 from langgraph.store.base import BaseStore
 from langgraph.store.postgres import PostgresStore  # ImportError: `as_backend` falls back
+from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg.rows import tuple_row
 
 from .backend import TABLE, _guard
@@ -31,15 +34,28 @@ _SETUP = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
 
 
 def is_postgres_store(store: BaseStore) -> bool:
-    return isinstance(store, PostgresStore)
+    return isinstance(store, (PostgresStore, AsyncPostgresStore))
+
+
+def store_backend(store: Any, *, clock: Callable[[], float] = time.time) -> PostgresBackend:
+    """The backend of a ``PostgresStore`` (on its connection) or of an
+    ``AsyncPostgresStore`` (on a sync connection of its own to the same database)."""
+    if isinstance(store, AsyncPostgresStore):
+        return PostgresBackend(OwnConnection(store.conn), clock=clock)
+    return PostgresBackend(store, clock=clock)
+
+
+def _is_async_pool(conn: Any) -> bool:
+    return any(cls.__name__ == "AsyncConnectionPool" for cls in type(conn).__mro__)
 
 
 class OwnConnection:
     """A connection of our own to the database of a psycopg connection that is someone
     else's (a ``PostgresSaver``'s, which runs its statements in pipeline mode under its
-    own lock: sharing it would interleave with them). Opened on first use, autocommit,
-    with the same connection parameters and password; a pool is shared as it is (each
-    operation takes its own connection from it)."""
+    own lock: sharing it would interleave with them; an async one, which lives on its
+    event loop). Opened on first use, autocommit, with the same connection parameters
+    and password; a sync pool is shared as it is (each operation takes its own
+    connection from it)."""
 
     def __init__(self, theirs: Any) -> None:
         self._theirs = theirs
@@ -48,17 +64,28 @@ class OwnConnection:
 
     @property
     def conn(self) -> Any:
-        if callable(getattr(self._theirs, "connection", None)):
-            return self._theirs  # a ConnectionPool
+        theirs = self._theirs
+        if callable(getattr(theirs, "connection", None)) and not _is_async_pool(theirs):
+            return theirs  # a ConnectionPool
         with self._lock:
             if self._conn is None or self._conn.closed:
                 import psycopg
 
-                info = self._theirs.info
-                self._conn = psycopg.connect(
-                    info.dsn, password=info.password, autocommit=True, prepare_threshold=0
-                )
+                conninfo, kwargs = _connect_args(theirs)
+                kwargs.update(autocommit=True, prepare_threshold=0)
+                self._conn = psycopg.connect(conninfo, **kwargs)
+                weakref.finalize(self, self._conn.close)  # closed with this object
             return self._conn
+
+
+def _connect_args(theirs: Any) -> tuple[str, dict[str, Any]]:
+    """How to connect to the database of `theirs`: a (sync or async) connection, or an
+    ``AsyncConnectionPool`` (its connection string and arguments)."""
+    info = getattr(theirs, "info", None)
+    if info is not None:
+        return info.dsn, {"password": info.password}
+    kwargs = theirs.kwargs if isinstance(theirs.kwargs, dict) else {}
+    return str(theirs.conninfo), {k: v for k, v in kwargs.items() if k != "row_factory"}
 
 
 class PostgresBackend(TableBackend):

@@ -12,6 +12,16 @@ Each operation is one autocommitted statement (in WAL mode, as LangGraph's Sqlit
 sets the file, with SQLite's default full sync: one fsync per commit), so it is durable
 when it returns, against a crash of the process and of the machine, and atomic by
 itself: of several processes claiming one key exactly one wins.
+
+First use is safe when several processes start on one file together (two replicas
+resuming the same thread; a ``SqliteStore`` file nobody used the table in yet): the
+connection waits up to `BUSY_TIMEOUT_S` for another writer's lock; the switch to WAL,
+which SQLite refuses at once (no wait) while another process holds a lock or switches
+the file itself, is skipped when the file is in WAL mode already, tried again a few times
+(`WAL_RETRIES_S`, each try waiting at most `WAL_BUSY_S`), and given up without harm (each statement is atomic and durable in
+SQLite's default rollback journal too); the table is made with ``CREATE TABLE IF NOT
+EXISTS``, tried again while another process holds the lock to make it. A lock that still
+stands is raised as a `BackendError` with ``lock_wait`` set (`state.backend.is_lock_wait`).
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .backend import TABLE
+from .backend import TABLE, is_lock_wait
 from .table import TableBackend, statements
 
 _SETUP = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -61,28 +71,92 @@ def _aiosqlite_path(conn: Any) -> str:
     return str(value) if isinstance(value, (str, os.PathLike)) else ""
 
 
+BUSY_TIMEOUT_S = 10.0
+"""Seconds a statement waits for another connection's lock before it fails."""
+WAL_RETRIES_S = (0.01, 0.05, 0.2)
+"""Waits before the switch to WAL is tried again (SQLite refuses it at once while another
+process holds a lock on the file)."""
+WAL_BUSY_S = 0.2
+"""Seconds one try of the switch to WAL waits for another connection's lock."""
+SETUP_TRIES = 4
+"""How many times the table's creation is tried while another process holds a lock."""
+
+
+def _journal_mode(conn: sqlite3.Connection) -> str:
+    conn.execute("PRAGMA schema_version").fetchone()  # reads the file's header
+    return str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+
+
+def _use_wal(conn: sqlite3.Connection, sleep: Callable[[float], None]) -> None:
+    """Put the file in WAL mode, as LangGraph's SqliteSaver does, unless it is already or
+    another process's lock keeps refusing the switch (see the module docstring)."""
+    if _journal_mode(conn) == "wal":
+        return
+    # A reader's lock makes the switch wait: not long, it is not needed.
+    conn.execute(f"PRAGMA busy_timeout = {int(WAL_BUSY_S * 1000)}")
+    try:
+        for wait in (*WAL_RETRIES_S, None):
+            try:
+                if _journal_mode(conn) != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL").fetchone()
+                return
+            except sqlite3.OperationalError as exc:
+                if not is_lock_wait(exc):
+                    raise
+                if wait is None:
+                    return  # still refused: carry on in the file's own journal mode
+                sleep(wait)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+
+
+def _create(conn: sqlite3.Connection, sleep: Callable[[float], None]) -> None:
+    """``CREATE TABLE IF NOT EXISTS``, tried again while another process holds the lock."""
+    for attempt in range(SETUP_TRIES):
+        try:
+            conn.execute(_SETUP)
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_lock_wait(exc) or attempt == SETUP_TRIES - 1:
+                raise
+            sleep(WAL_RETRIES_S[min(attempt, len(WAL_RETRIES_S) - 1)])
+
+
 class SqliteBackend(TableBackend):
     """A `StateBackend` in a SQLite file (see the module docstring)."""
 
     sql = statements("?")
 
-    def __init__(self, path: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, path: str, *, clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:  # fmt: skip
         super().__init__(clock=clock)
         self.path = path
+        self._sleep = sleep
+        """How the first use waits before it tries a refused step again."""
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+
+    def _open(self) -> sqlite3.Connection:
+        """A connection to the file, in WAL mode if it can be, with the table made."""
+        conn = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S
+        )
+        try:
+            _use_wal(conn, self._sleep)
+            _create(conn, self._sleep)
+        except BaseException:
+            conn.close()
+            raise
+        # Closed with the backend (Python 3.13 warns about a connection left open).
+        weakref.finalize(self, conn.close)
+        return conn
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
         with self._lock:
             if self._conn is None:
-                conn = sqlite3.connect(
-                    self.path, check_same_thread=False, isolation_level=None, timeout=10.0
-                )
-                # Closed with the backend (Python 3.13 warns about a connection left open).
-                weakref.finalize(self, conn.close)
-                conn.execute("PRAGMA journal_mode=WAL")  # as LangGraph's SqliteSaver sets it
-                conn.execute(_SETUP)
-                self._conn = conn
+                self._conn = self._open()
             row: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
             return row
 

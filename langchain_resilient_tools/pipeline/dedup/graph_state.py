@@ -33,7 +33,7 @@ EXTRAS_KEY = "ledger"
 
 
 _MISSING: Any = object()
-_POINTER_KEYS = frozenset({"status", "repeats", "at", "call_id"})
+_POINTER_KEYS = frozenset({"status", "repeats", "at", "call_id", "pos"})
 """What an entry that points at its message keeps (``repeats`` only when not 0)."""
 
 

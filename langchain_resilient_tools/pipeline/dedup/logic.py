@@ -64,6 +64,10 @@ class Entry:
     """Resolved when a ``pending`` call finishes (in memory only)."""
     step: str | None = field(default=None, repr=False)
     """The step of the call that made the entry (`Call.step`; in memory only)."""
+    pos: str | None = None
+    """Where the call that made the entry was issued (`core.resume.position`), if known:
+    a call with the same id issued elsewhere (a later turn reusing ``call_0``) is another
+    call, not a re-run of this one."""
 
     def persisted(self, tool: str) -> dict[str, Any]:
         """The plain-dict form kept in graph state (which leaves ``content`` out where
@@ -75,6 +79,7 @@ class Entry:
             "repeats": self.repeats,
             "at": self.at,
             "call_id": self.call_id,
+            **({"pos": self.pos} if self.pos else {}),
         }
 
     @classmethod
@@ -89,7 +94,16 @@ class Entry:
             repeats=int(data.get("repeats") or 0),
             at=float(data.get("at") or 0.0),
             call_id=str(data.get("call_id") or ""),
+            pos=data.get("pos") or None,
         )
+
+    def made_by(self, call_id: str, pos: str | None) -> bool:
+        """Whether the call `call_id`, issued at `pos`, is the one that made this entry
+        (run again: a resume re-runs its step): the same id, issued at the same place
+        when both places are known."""
+        if not call_id or self.call_id != call_id:
+            return False
+        return self.pos is None or pos is None or self.pos == pos
 
 
 def scope_of(call: Call) -> str | None:
@@ -132,11 +146,15 @@ def effective_mode(mode: DedupMode | None, idempotent: bool) -> DedupMode:
     return "reuse" if idempotent else "block"
 
 
-def decide(mode: DedupMode, idempotent: bool, entry: Entry | None, call_id: str = "") -> Action:
-    """The action for call `call_id` whose earlier identical call is `entry` (if any)."""
+def decide(
+    mode: DedupMode, idempotent: bool, entry: Entry | None, call_id: str = "",
+    pos: str | None = None,
+) -> Action:  # fmt: skip
+    """The action for call `call_id` (issued at `pos`) whose earlier identical call is
+    `entry` (if any)."""
     if mode == "off" or entry is None or entry.status == "failed":
         return Action.RUN
-    if call_id and entry.call_id == call_id:
+    if entry.made_by(call_id, pos):
         if entry.status == "pending":  # this very call still runs (a step re-run early)
             return Action.WAIT
         if entry.status in ("ok", "unknown_outcome"):

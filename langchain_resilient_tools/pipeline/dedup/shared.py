@@ -20,6 +20,7 @@ import logging
 from typing import Any, Protocol
 
 from ...core.call import Call
+from ...core.resume import position
 from ...runtime.owner import alive, me
 from ...state.backend import BackendError, StateBackend
 from ..shared import fail
@@ -59,6 +60,7 @@ def _restore(data: Any, call: Call, now: float) -> Entry | None:
             repeats=int(data.get("repeats") or 0),
             at=data.get("at") or 0.0,
             call_id=str(data.get("call_id") or ""),
+            pos=data.get("pos") or None,
         )
         if entry.call_id == call.id and call.extras.get(JOURNALED):
             entry.status = "failed"  # the journal settled this very write: let it run
@@ -95,11 +97,12 @@ class _Shared:
         call, backend = self.call, self.backend
         mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
         now = backend.clock()
-        pending = Entry("pending", at=now, call_id=call.id)
+        pos = position(call)
+        pending = Entry("pending", at=now, call_id=call.id, pos=pos)
         if backend.claim(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=self.ttl):
             return Action.RUN, pending
         entry = _restore(backend.get(NS_DEDUP, self.lkey), call, now)
-        action = decide(mode, call.idempotent, entry, call.id)
+        action = decide(mode, call.idempotent, entry, call.id, pos)
         if entry is None:  # gone between claim and get: run untracked
             return Action.WAIT, None
         if action is Action.WAIT and not call.idempotent:

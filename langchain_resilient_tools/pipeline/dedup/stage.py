@@ -30,6 +30,7 @@ from ...core.call import Call
 from ...core.errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
 from ...core.key import call_key
 from ...core.policy import ResolvedPolicy
+from ...core.resume import position
 from ...text import messages as m
 from ...text.classify import classify
 from ...text.envelope import _content_of, is_message_list
@@ -101,12 +102,14 @@ class DedupStage(Stage):
                     ledger.put(scoped, entry)
                 else:
                     entry = None
-            action = decide(mode, call.idempotent, entry, call.id)
+            pos = position(call)
+            action = decide(mode, call.idempotent, entry, call.id, pos)
             if action in (Action.RUN, Action.WARN):
                 repeats = 0 if entry is None else entry.repeats + 1
                 entry = Entry(
-                    "pending", repeats=repeats, at=ledger.clock(), call_id=call.id, step=call.step
-                )
+                    "pending", repeats=repeats, at=ledger.clock(), call_id=call.id,
+                    step=call.step, pos=pos,
+                )  # fmt: skip
                 ledger.put(scoped, entry)
                 return action, entry, None
             assert entry is not None

@@ -2,15 +2,18 @@
 No I/O here.
 
 An entry is a plain dict kept under the call's idempotency key (thread, tool, tool call
-id: `core.idempotency.key_for`), in the namespace `NS_JOURNAL`:
+id: `core.idempotency.key_for`) and the step of the thread that issued the call
+(`core.resume.step_of`), in the namespace `NS_JOURNAL`:
 
 - an **intent**, written (claimed) before the write runs: the tool, a digest of the
-  arguments (never the values), when it started, its `owner` (`runtime.owner.me`) and
-  the lease that owner renews while the write runs;
+  arguments (never the values), the step, when it started, its `owner`
+  (`runtime.owner.me`) and the lease that owner renews while the write runs;
 - a **receipt**, written when the call answers: how it ended and the answer the model
   got (text capped like any kept result, or the error envelope's fields).
 
-`judge` reads an entry found in place of a fresh claim.
+`judge` reads an entry found in place of a fresh claim. An entry made for other
+arguments is not this call's (a fork of the thread sent the same call id with other
+arguments): it is read as nothing there.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from ...core.key import canonical
+from ...core.resume import step_digest
 from ...runtime.owner import alive
 from ...text.classify import Failure
 from ...text.envelope import _content_of
@@ -49,19 +53,27 @@ class Verdict(enum.Enum):
     """Its owner is gone (or its lease ran out) before a receipt: the outcome is unknown."""
 
 
+def entry_key(tool: str, idempotency_key: str, step: str, *, rerun: bool = False) -> str:
+    """The key of a call's entry: its tool, idempotency key and step (`step_digest`); a
+    run a person chose (`rerun`) is journaled apart from the first, which stays answered."""
+    return f"{tool}:{idempotency_key}:{step_digest(step)}{':rerun' if rerun else ''}"
+
+
 def args_digest(args: Mapping[str, Any]) -> str:
     text = json.dumps(canonical(dict(args)), sort_keys=True, default=str)
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
 def intent(
-    tool: str, args: Mapping[str, Any], *, owner: Mapping[str, Any], now: float, lease: float
-) -> dict[str, Any]:
-    """The intent of a write about to run."""
+    tool: str, args: Mapping[str, Any], *, owner: Mapping[str, Any], now: float, lease: float,
+    step: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The intent of a write about to run (in `step` of its thread)."""
     return {
         "kind": "intent",
         "tool": tool,
         "args": args_digest(args),
+        "step": step,
         "started": now,
         "owner": dict(owner),
         "lease_until": now + lease,
@@ -111,10 +123,13 @@ def _plain(value: Any) -> bool:
     return True
 
 
-def judge(entry: Any, now: float) -> Verdict:
-    """What `entry` (found under the call's key) means at wall time `now`."""
+def judge(entry: Any, now: float, args: str | None = None) -> Verdict:
+    """What `entry` (found under the call's key) means at wall time `now` to a call whose
+    arguments have the digest `args` (`None`: not compared)."""
     if not isinstance(entry, Mapping):
         return Verdict.NEW
+    if args is not None and entry.get("args") != args:
+        return Verdict.NEW  # another call's entry: never its answer
     if entry.get("kind") == "receipt":
         return Verdict.RECEIPT
     if entry.get("kind") != "intent":

@@ -1,6 +1,10 @@
 """The write journal: a worker that dies mid-write never makes the write run again silently.
 
-Writes only (`applies`), with a journal backend (`where.journal_backend`). Before the
+Writes only (`applies`), in a step a run can resume (`core.resume.step_of`: a thread of a
+graph with a checkpointer; a call without one runs unjournaled: nothing could resume
+it, and no entry may answer a later run that reuses its call id), with a journal
+backend (`where.journal_backend`). Entries are kept per step of the thread, and answer
+only a call with the same arguments (`logic.judge`). Before the
 write runs, its intent is claimed under the call's idempotency key (one round trip);
 while it runs, its lease is renewed (`runtime.lease`, only for writes that outlast a
 third of the lease); when it answers, the receipt is written (one round trip). A call
@@ -18,8 +22,11 @@ whose key already has an entry is decided by `logic.judge`:
   for: the service carries it out once.
 
 A journal store that fails follows ``on_backend_error``: ``"closed"`` does not run a
-write whose intent cannot be recorded; ``"open"`` runs it unjournaled (logged). A
-receipt that cannot be written leaves the intent, which a later reader will find
+write whose intent cannot be recorded; ``"open"`` runs it unjournaled (logged). A store
+that only waits for another writer's lock (`BackendError.lock_wait`: SQLite's "database
+is locked" while another process makes the table or writes) is tried again first
+(`_Entry.patiently`), within the call's deadline; the receipt likewise, within half a
+lease. A receipt that cannot be written leaves the intent, which a later reader will find
 orphaned (its outcome unknown: true). LangGraph control flow raised through the write (an
 interrupt inside the tool) removes the intent: the tool is meant to run again on resume.
 A write cut short (its run cancelled: a client cancelled it, a server shut down) is
@@ -38,15 +45,24 @@ import logging
 import math
 import os
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from langgraph.errors import GraphBubbleUp
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
 
 from ...core import testing
 from ...core.call import Call
 from ...core.errors import OrphanedWrite, Recorded, WriteInFlight
 from ...core.idempotency import key_for
 from ...core.policy import ResolvedPolicy
+from ...core.resume import step_of
 from ...runtime import deadline as _deadline
 from ...runtime.executor import dispatch_pool
 from ...runtime.lease import keeper
@@ -96,21 +112,53 @@ def _running_here(key: str, found: Any) -> concurrent.futures.Future[None] | Non
         return _running.get(key)
 
 
+LOCK_WAIT_TRIES = 30
+"""At most this many tries of one journal operation while the store reports a lock."""
+T = TypeVar("T")
+
+
+def _lock_wait(exc: BaseException) -> bool:
+    return isinstance(exc, BackendError) and exc.lock_wait
+
+
 class _Entry:
     """One call's journal session: its backend, key and intent."""
 
-    __slots__ = ("backend", "call", "intent", "key", "lease", "ttl")
+    __slots__ = ("args", "backend", "call", "intent", "key", "lease", "ttl")
 
-    def __init__(self, call: Call, backend: StateBackend) -> None:
+    def __init__(self, call: Call, backend: StateBackend, step: str) -> None:
         policy = call.resolved.policy
         self.call, self.backend = call, backend
-        # A run a person chose is journaled apart from the first (which stays answered).
-        rerun = ":rerun" if call.resolved.rerun else ""
-        self.key = f"{call.name}:{key_for(call)}{rerun}"
+        self.key = logic.entry_key(call.name, key_for(call), step, rerun=call.resolved.rerun)
         self.lease, self.ttl = policy.journal_lease_s, policy.journal_ttl_s
         self.intent = logic.intent(
-            call.name, call.args, owner=me(), now=backend.clock(), lease=self.lease
+            call.name, call.args, owner=me(), now=backend.clock(), lease=self.lease, step=step
         )
+        self.args: str = self.intent["args"]
+
+    def judge(self, found: Any) -> Verdict:
+        return logic.judge(found, self.backend.clock(), self.args)
+
+    def patiently(self, op: Callable[[], T], budget: float | None = None) -> T:
+        """`op()`, tried again while the store waits for another writer's lock, within
+        `budget` seconds (default: what is left of the call's deadline, else a lease);
+        any other failure, or the lock past the budget, is raised."""
+        try:
+            return op()
+        except BackendError as exc:
+            if not exc.lock_wait:
+                raise
+        if budget is None:
+            left = _deadline.remaining(self.call)
+            budget = self.lease if left is None else max(0.0, left)
+        retrying = Retrying(
+            retry=retry_if_exception(_lock_wait),
+            stop=stop_after_delay(budget) | stop_after_attempt(LOCK_WAIT_TRIES),
+            wait=wait_exponential(multiplier=0.02, max=0.5),
+            sleep=testing.sleep,
+            reraise=True,
+        )
+        return retrying(op)
 
     # -- store operations (one round trip each) ------------------------------------------
 
@@ -136,7 +184,8 @@ class _Entry:
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
         try:
-            self.backend.put(NS_JOURNAL, self.key, entry, ttl=self.ttl)
+            put = self.backend.put
+            self.patiently(lambda: put(NS_JOURNAL, self.key, entry, ttl=self.ttl), self.lease / 2)
         except BackendError:
             log.warning("journal: the receipt of %s was not written", self.call.name)
 
@@ -159,8 +208,8 @@ class _Entry:
         if self.claim():
             return Verdict.NEW, None
         found = self.read()
-        verdict = logic.judge(found, self.backend.clock())
-        if verdict is Verdict.NEW:  # gone or unreadable since: claim it over
+        verdict = self.judge(found)
+        if verdict is Verdict.NEW:  # gone, unreadable or another call's: claim it over
             self.take_over()
         return verdict, found
 
@@ -180,7 +229,7 @@ class _Entry:
             call.record.notices.append(m.JOURNAL_REPLAY)
             return True, found.get("content") or ""
         if verdict is Verdict.ORPHANED:
-            self.take_over()
+            self.patiently(self.take_over)
             ago = max(0.0, self.backend.clock() - float(found.get("started") or 0.0))
             if call.resolved.idempotent:  # a keyed write, or one declared safe to repeat
                 keyed = call.resolved.policy.idempotency_key is not False
@@ -204,22 +253,24 @@ class JournalStage(Stage):
     def applies(self, resolved: ResolvedPolicy) -> bool:
         return resolved.policy.journal and resolved.write
 
-    def _open(self, call: Call, backend: StateBackend) -> tuple[_Entry | None, Any, Any]:
+    def _open(
+        self, call: Call, backend: StateBackend, step: str
+    ) -> tuple[_Entry | None, Any, Any]:
         """The call's journal session and (`_ANSWERED`, answer), (`_WAIT`, the in-process
         run to wait for) or (`_RUN`, None) (store I/O: off the event loop when async)."""
-        entry = _Entry(call, backend)
+        entry = _Entry(call, backend, step)
         try:
-            verdict, found = entry.begin()
+            verdict, found = entry.patiently(entry.begin)
             here = _running_here(entry.key, found) if verdict is Verdict.RUNNING else None
             if here is not None:
                 return entry, _WAIT, here
             for _ in range(entry.polls() if verdict is Verdict.RUNNING else 0):
                 testing.sleep(POLL_S)
-                found = entry.read()
-                verdict = logic.judge(found, backend.clock())
+                found = entry.patiently(entry.read)
+                verdict = entry.judge(found)
                 if verdict is not Verdict.RUNNING:
                     if verdict is Verdict.NEW:
-                        entry.take_over()
+                        entry.patiently(entry.take_over)
                     break
             answered, value = entry.answer(verdict, found)
         except BackendError as exc:
@@ -230,22 +281,25 @@ class JournalStage(Stage):
             raise
         return entry, (_ANSWERED if answered else _RUN), value
 
-    def _reopen_after(self, call: Call, backend: StateBackend) -> tuple[_Entry | None, Any, Any]:
+    def _reopen_after(
+        self, call: Call, backend: StateBackend, step: str
+    ) -> tuple[_Entry | None, Any, Any]:
         """`_open` once the in-process run it waited for has finished (or not in time)."""
-        entry, what, value = self._open(call, backend)
+        entry, what, value = self._open(call, backend, step)
         if what is _WAIT:
             raise WriteInFlight()  # still running here past the deadline
         return entry, what, value
 
     def wrap(self, call: Call, call_next: Next) -> Any:
-        backend = journal_backend(self.env, call)
-        if backend is None:
+        step = step_of(call)
+        backend = None if step is None else journal_backend(self.env, call)
+        if backend is None or step is None:
             return call_next(call)
-        entry, what, value = self._open(call, backend)
+        entry, what, value = self._open(call, backend, step)
         if what is _WAIT:
             with contextlib.suppress(concurrent.futures.TimeoutError):
                 value.result(timeout=_deadline.remaining_or_none(call))
-            entry, what, value = self._reopen_after(call, backend)
+            entry, what, value = self._reopen_after(call, backend, step)
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else call_next(call)
         call.extras[JOURNALED] = True
@@ -272,15 +326,16 @@ class JournalStage(Stage):
         return value
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        backend = journal_backend(self.env, call)
-        if backend is None:
+        step = step_of(call)
+        backend = None if step is None else journal_backend(self.env, call)
+        if backend is None or step is None:
             return await call_next(call)
         remote = not isinstance(backend, MemoryBackend)  # a database: off the event loop
-        entry, what, value = await off_loop(remote, self._open, call, backend)
+        entry, what, value = await off_loop(remote, self._open, call, backend, step)
         if what is _WAIT:
             left = _deadline.remaining_or_none(call)
             await asyncio.wait({asyncio.wrap_future(value)}, timeout=left)
-            entry, what, value = await off_loop(remote, self._reopen_after, call, backend)
+            entry, what, value = await off_loop(remote, self._reopen_after, call, backend, step)
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else await call_next(call)
         call.extras[JOURNALED] = True
