@@ -29,6 +29,7 @@ OPTIONAL = (
     "bench_checkpoints",
     "crash",
     "bench_tail",
+    "bench_redact",
 )
 """Benchmark modules owned elsewhere; each is run through its ``main()`` if present."""
 
