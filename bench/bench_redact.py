@@ -30,7 +30,7 @@ ADVERSARIAL: dict[str, str] = {
     "1 MB of 'a'": "a" * 1_000_000,
     "'password=' x 100k": "password=" * 100_000,
     "'/a' x 200k": "/a" * 200_000,
-    "\"ValueError('\" x 50k": "ValueError('" * 50_000,
+    '"ValueError(\'" x 50k': "ValueError('" * 50_000,
     "traceback, 100k frames": "Traceback (most recent call last):\n" + "  x\n" * 100_000,
     "'A1' x 500k": "A1" * 500_000,
     "URL with 100k '@'": "http://a:b" + "@" * 100_000,
@@ -39,12 +39,12 @@ ADVERSARIAL: dict[str, str] = {
 
 def run(reps: int = 2000) -> dict[str, Any]:
     """Per-call microseconds of `redact` on the typical message and each adversarial one."""
-    rows = [{"input": "typical tool error", "us_per_call": per_call_us(lambda: redact(TYPICAL), reps)}]
+    rows = [
+        {"input": "typical tool error", "us_per_call": per_call_us(lambda: redact(TYPICAL), reps)}
+    ]
     big_reps = max(reps // 200, 1)
     for name, text in ADVERSARIAL.items():
-        rows.append(
-            {"input": name, "us_per_call": per_call_us(lambda t=text: redact(t), big_reps)}
-        )
+        rows.append({"input": name, "us_per_call": per_call_us(lambda t=text: redact(t), big_reps)})
     return {"reps": reps, "rows": rows}
 
 

@@ -127,7 +127,7 @@ def test_redact_cost_tiny() -> None:
     from bench import bench_redact
 
     result = bench_redact.run(reps=2)
-    assert [r["input"] for r in result["rows"]][0] == "typical tool error"
+    assert result["rows"][0]["input"] == "typical tool error"
     assert len(result["rows"]) == 1 + len(bench_redact.ADVERSARIAL)
     assert all(r["us_per_call"] > 0 for r in result["rows"])
     assert "typical tool error" in bench_redact.table(result)

@@ -30,9 +30,7 @@ def test_deadline_caps_the_attempt_timeout(harness: Harness) -> None:
     once the attempt has used it up no retry starts. Only the fake clock counts: a slow
     hand-off on a loaded machine cannot use the deadline up before the tool starts."""
     clock = FakeClock()
-    policy = ToolPolicy(
-        timeout=5.0, deadline_s=0.2, retry=RetryPolicy(max_attempts=3), clock=clock
-    )
+    policy = ToolPolicy(timeout=5.0, deadline_s=0.2, retry=RetryPolicy(max_attempts=3), clock=clock)
     result = harness.run(
         [hung_tool_on(clock, harness)],
         [tool_call("search_docs", {"query": "q"}, id="c1")],
