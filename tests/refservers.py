@@ -42,7 +42,20 @@ def _bin(env: Path, script: str) -> Path:
 
 
 def install(script: str) -> Path:
-    """The path of `script`, installing its server in its own venv first if needed."""
+    """The path of `script`, installing its server in its own venv first if needed.
+
+    One process installs at a time (a lock file beside the servers): parallel test
+    workers, or two test runs in one checkout, find each server installed once."""
+    ROOT.mkdir(parents=True, exist_ok=True)
+    with open(ROOT / ".lock", "w") as lock:
+        if sys.platform != "win32":
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install(script)
+
+
+def _install(script: str) -> Path:
     if script in NPM_SERVERS:
         return _install_npm(script)
     env = ROOT / script

@@ -13,6 +13,7 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "quickstart.ipynb"
+pytestmark = pytest.mark.slow  # a Jupyter kernel: CI runs it on one Python
 
 
 def outputs(nb: Any) -> list[dict[str, Any]]:
