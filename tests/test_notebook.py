@@ -29,6 +29,7 @@ def text_of(nb: Any) -> str:
 
 
 @pytest.mark.filterwarnings("ignore")  # the kernel's own start-up warnings are not ours
+@pytest.mark.realtime  # a generous bound: the notebook must not hang
 def test_quickstart_notebook_runs() -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     start = time.monotonic()

@@ -138,7 +138,7 @@ def test_hung_sync_tool_threads_are_counted_and_capped(harness: Harness) -> None
         return "late"
 
     tool = counted(f"get_stuck_{harness.adapter}_{harness.mode}", hang)
-    policy = ToolPolicy(timeout=0.1, retry=RetryPolicy(max_attempts=1), max_abandoned_threads=2)
+    policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=1), max_abandoned_threads=2)
     turns = [[tool_call(tool.name, {"query": str(i)}, id=f"c{i}")] for i in range(3)]
     results = harness.run_turns([tool], turns, policy=policy)  # one adapter, three turns
     errors = [body(results[i][f"c{i}"])["error"] for i in range(3)]
