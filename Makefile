@@ -3,18 +3,28 @@
 #   demo      the package alone (its demo needs nothing else)
 #   notebook  the package with matplotlib, JupyterLab and the kernel (the `notebook` extra)
 #   test      the package with every development tool (the `dev` extra): lint, then `suite`
-#   suite     the test suite alone, e.g. on another Python in a venv of its own:
-#             `make suite PYTHON=python3.12 VENV=.venv-3.12` (what .ci/run does)
+#   suite     the whole test suite alone, e.g. on another Python in a venv of its own:
+#             `make suite PYTHON=python3.12 VENV=.venv-3.12`
+#   suite-fast  the suite without the tests marked `slow` (most real process kills,
+#             PostgreSQL, the MCP reference servers, `langgraph dev`, the notebook), which
+#             gives the same answer on every Python: .ci/run runs `test` (all of it) on
+#             one Python and `suite-fast` on the others; `suite-slow` is the rest
+#   dev       only create the venv and install the `dev` extra (.ci/run makes its venvs
+#             side by side with it)
 #   serve     examples/langgraph_server under `langgraph dev` (the `dev` extra has the CLI)
+# The suites run on JOBS pytest-xdist workers (`auto`: one per CPU; `JOBS=0` runs in
+# one process); each test file stays on one worker (its module fixtures start once).
 PYTHON ?= python3
 VENV   ?= .venv
+JOBS   ?= auto
 PY     := $(VENV)/bin/python
+PYTEST := $(PY) -m pytest -q -n $(JOBS) --dist loadfile
 VENV_STAMP     := $(VENV)/.created
 CORE_STAMP     := $(VENV)/.installed-core
 NOTEBOOK_STAMP := $(VENV)/.installed-notebook
 DEV_STAMP      := $(VENV)/.installed
 
-.PHONY: demo notebook test suite lint bench serve clean
+.PHONY: demo notebook dev test suite suite-fast suite-slow lint bench serve clean
 
 $(VENV_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -39,12 +49,20 @@ demo: $(CORE_STAMP)
 notebook: $(NOTEBOOK_STAMP)
 	$(PY) -m jupyter lab notebooks/quickstart.ipynb
 
+dev: $(DEV_STAMP)
+
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks examples
 	$(PY) -m mypy
 
 suite: $(DEV_STAMP)
-	$(PY) -m pytest -q
+	$(PYTEST)
+
+suite-fast: $(DEV_STAMP)
+	$(PYTEST) -m "not slow"
+
+suite-slow: $(DEV_STAMP)
+	$(PYTEST) -m slow
 
 test: lint suite
 

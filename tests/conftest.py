@@ -8,6 +8,7 @@ adapter under test and returns the ToolMessages that answered it (by call id), t
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -258,3 +259,38 @@ def reset_counts() -> Iterator[None]:
 
     CALLS.clear()
     yield
+
+
+# -- the reliability suite's counts, printed once at the end of the run. Under pytest-xdist
+# each worker counts its own and hands them to the controller, which adds them up.
+
+
+RELIABILITY_COUNTS = ("scenarios", "calls", "faults", "violations")
+
+
+def _reliability_stats() -> Any:
+    """`tests.reliability.invariants.STATS` if the reliability suite ran here, else None."""
+    module = sys.modules.get("tests.reliability.invariants")
+    return None if module is None else module.STATS
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)
+    stats = _reliability_stats()
+    if output is not None and stats is not None:  # an xdist worker
+        output["reliability"] = {k: getattr(stats, k) for k in RELIABILITY_COUNTS}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    counts = getattr(node, "workeroutput", {}).get("reliability")
+    if counts:
+        from tests.reliability.invariants import STATS
+
+        STATS.add(**counts)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    stats = _reliability_stats()
+    if stats is not None and stats.scenarios and not hasattr(config, "workerinput"):
+        terminalreporter.write_line(stats.line())

@@ -58,8 +58,8 @@ def build(port: int = 8000) -> FastMCP:
 
     @server.tool()
     async def get_slow(query: str) -> str:
-        """Hangs far past any test timeout."""
-        await asyncio.sleep(5)
+        """Hangs far past any test timeout (and past the tests' generous real-time bounds)."""
+        await asyncio.sleep(30)
         return "late"
 
     return server

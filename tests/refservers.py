@@ -18,8 +18,6 @@ import sys
 import venv
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(
     os.environ.get("LRT_MCP_SERVERS_DIR", Path(__file__).parent.parent / ".venv-mcp-servers")
 )
@@ -42,7 +40,20 @@ def _bin(env: Path, script: str) -> Path:
 
 
 def install(script: str) -> Path:
-    """The path of `script`, installing its server in its own venv first if needed."""
+    """The path of `script`, installing its server in its own venv first if needed.
+
+    One process installs at a time (a lock file beside the servers): parallel test
+    workers, or two test runs in one checkout, find each server installed once."""
+    ROOT.mkdir(parents=True, exist_ok=True)
+    with open(ROOT / ".lock", "w") as lock:
+        if sys.platform != "win32":
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install(script)
+
+
+def _install(script: str) -> Path:
     if script in NPM_SERVERS:
         return _install_npm(script)
     env = ROOT / script
@@ -82,12 +93,17 @@ def _install_npm(script: str) -> Path:
 
 def server_or_skip(script: str) -> Path:
     """`install`, or skip the test with the reason it could not be installed."""
+    import pytest  # not at the top: `python -m tests.refservers` needs no pytest
+
     try:
         return install(script)
     except Exception as exc:  # no network, no registry, no venv module ...
         pytest.skip(f"the MCP reference server {script} could not be installed: {exc}")
 
 
-if __name__ == "__main__":  # pre-install: python -m tests.refservers
+if __name__ == "__main__":  # pre-install (.ci/run): python -m tests.refservers
     for name in [*SERVERS, *NPM_SERVERS]:
-        print(install(name))
+        try:
+            print(install(name))
+        except Exception as exc:  # its tests skip, saying why
+            print(f"{name}: {exc}", file=sys.stderr)

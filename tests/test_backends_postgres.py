@@ -25,6 +25,8 @@ from langchain_resilient_tools.state.choose import as_backend
 from langchain_resilient_tools.state.postgres import PostgresBackend
 from tests import _pg_workers
 
+pytestmark = pytest.mark.slow  # PostgreSQL and worker processes: CI runs it on one Python
+
 
 @pytest.fixture(scope="module")
 def pg_url(postgres_server: str) -> str:

@@ -173,3 +173,14 @@ def test_repair_benchmark_tiny() -> None:
     assert set(result["all_cases_logic"]) == set(bench_repair.KINDS)
     assert "ToolNode" in bench_repair.table(result)
     assert bench_repair.markdown(result).startswith("| mistake |")
+
+
+def test_redact_cost_tiny() -> None:
+    """The cost of `redact` per call moved here from a 1 ms bound in the unit tests."""
+    from bench import bench_redact
+
+    result = bench_redact.run(reps=2)
+    assert result["rows"][0]["input"] == "typical tool error"
+    assert len(result["rows"]) == 1 + len(bench_redact.ADVERSARIAL)
+    assert all(r["us_per_call"] > 0 for r in result["rows"])
+    assert "typical tool error" in bench_redact.table(result)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,16 @@ def _plan(configs: tuple[str, ...], storages: tuple[str, ...]) -> list[Kill]:
 
 SQLITE_KILLS = _plan(CONFIGS, ("sqlite", "sqlite_nostore"))
 PG_KILLS = _plan(PG_CONFIGS, ("postgres", "postgres_nostore"))
+SMOKE = ("node", "sqlite")
+"""The configuration and storage whose kills run on every Python (`make suite-fast`);
+the others are marked slow: CI plays them once, on one Python."""
+
+
+def _params(kills: list[Kill]) -> list[Any]:
+    return [
+        pytest.param(k, id=k.name, marks=() if (k.config, k.storage) == SMOKE else pytest.mark.slow)
+        for k in kills
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +102,6 @@ def check_targets(outcome: Outcome) -> None:
     assert not missed, f"{outcome.kill.name}: {missed}; settled {dict(outcome.settled)}"
 
 
-def _id(kill: Kill) -> str:
-    return kill.name
-
-
 def test_the_plan_is_at_least_100_kills_on_sqlite_alone() -> None:
     assert len(SQLITE_KILLS) >= 100
 
@@ -121,19 +128,19 @@ def test_counting_sees_silent_duplicates_and_false_answers() -> None:
     assert allowed.silent_duplicates == 0
 
 
-@pytest.mark.parametrize("kill", [k for k in SQLITE_KILLS if k.config in BASELINES], ids=_id)
+@pytest.mark.parametrize("kill", _params([k for k in SQLITE_KILLS if k.config in BASELINES]))
 def test_baselines_are_reported(chaos: Chaos, kill: Kill) -> None:
     outcome = play(chaos, kill)
     if kill.point == "after_effect":  # the harness sees the duplicate the baselines send
         assert outcome.silent_duplicates >= 1, outcome
 
 
-@pytest.mark.parametrize("kill", [k for k in SQLITE_KILLS if k.config in OURS], ids=_id)
+@pytest.mark.parametrize("kill", _params([k for k in SQLITE_KILLS if k.config in OURS]))
 def test_our_adapters_on_sqlite(chaos: Chaos, kill: Kill) -> None:
     check_targets(play(chaos, kill))
 
 
-@pytest.mark.parametrize("kill", PG_KILLS, ids=_id)
+@pytest.mark.parametrize("kill", _params(PG_KILLS))
 def test_postgres(chaos: Chaos, pg_url: str, kill: Kill) -> None:
     chaos.pg_url = pg_url
     outcome = play(chaos, kill)

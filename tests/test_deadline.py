@@ -13,17 +13,32 @@ from tests.conftest import Harness
 from tests.tools import CALLS, counted, failing_tool, hung_sync_tool
 
 
+def hung_tool_on(clock: FakeClock, harness: Harness) -> Any:
+    """A read that hangs (until the test ends) and moves the fake clock 0.2 s as it starts."""
+    release = harness.hang_event()
+
+    def search_docs(query: str) -> str:
+        clock.advance(0.2)
+        release.wait(30)
+        return "late"
+
+    return counted("search_docs", search_docs)
+
+
 def test_deadline_caps_the_attempt_timeout(harness: Harness) -> None:
-    tool = hung_sync_tool("search_docs", harness.hang_event())
-    # A 1 s deadline leaves a loaded machine time to start the first attempt (with 0.2 s,
-    # a slow hand-off once let the deadline pass before the tool began).
-    policy = ToolPolicy(timeout=5.0, deadline_s=1.0, retry=RetryPolicy(max_attempts=3))
-    start = time.monotonic()
-    result = harness.run([tool], [tool_call("search_docs", {"query": "q"}, id="c1")], policy=policy)
-    elapsed = time.monotonic() - start
+    """The deadline (0.2 s on the policy's fake clock) caps the 5 s attempt timeout, and
+    once the attempt has used it up no retry starts. Only the fake clock counts: a slow
+    hand-off on a loaded machine cannot use the deadline up before the tool starts."""
+    clock = FakeClock()
+    policy = ToolPolicy(timeout=5.0, deadline_s=0.2, retry=RetryPolicy(max_attempts=3), clock=clock)
+    result = harness.run(
+        [hung_tool_on(clock, harness)],
+        [tool_call("search_docs", {"query": "q"}, id="c1")],
+        policy=policy,
+    )
     data = json.loads(result["c1"].content)
     assert data["error"] == "timeout"
-    assert elapsed < 3.0  # not the 5 s attempt timeout, let alone three of them
+    assert "within 0.2 s" in data["message"]  # not the 5 s attempt timeout
     assert CALLS["search_docs"] == 1  # no time was left for a retry
 
 
@@ -31,6 +46,7 @@ def test_deadline_caps_backoff_waits(harness: Harness, testing_mode: Any) -> Non
     policy = ToolPolicy(
         deadline_s=0.25,
         retry=RetryPolicy(max_attempts=3, initial_delay=5.0, max_delay=5.0, jitter=0),
+        clock=FakeClock(),  # stands still: 0.25 s are left at each wait
     )
     result = harness.run(
         [failing_tool("search_docs", ConnectionError("down"))],
@@ -38,22 +54,20 @@ def test_deadline_caps_backoff_waits(harness: Harness, testing_mode: Any) -> Non
         policy=policy,
     )
     assert json.loads(result["c1"].content)["error"] == "transient_failure"
-    assert len(testing_mode.sleeps) == 2
-    assert all(0 < s <= 0.25 for s in testing_mode.sleeps), testing_mode.sleeps
+    assert testing_mode.sleeps == [0.25, 0.25]  # the 5 s backoff, capped to what is left
 
 
 def test_run_wide_deadline_from_config(harness: Harness) -> None:
-    tool = hung_sync_tool("search_docs", harness.hang_event())
-    deadline = time.monotonic() + 0.2
-    start = time.monotonic()
+    clock = FakeClock()
     result = harness.run(
-        [tool],
+        [hung_tool_on(clock, harness)],
         [tool_call("search_docs", {"query": "q"}, id="c1")],
-        policy=ToolPolicy(timeout=5.0, retry=RetryPolicy(max_attempts=1)),
-        config={"configurable": {"lrt_deadline": deadline}},
+        policy=ToolPolicy(timeout=5.0, retry=RetryPolicy(max_attempts=1), clock=clock),
+        config={"configurable": {"lrt_deadline": clock() + 0.2}},
     )
-    assert json.loads(result["c1"].content)["error"] == "timeout"
-    assert time.monotonic() - start < 1.5
+    data = json.loads(result["c1"].content)
+    assert data["error"] == "timeout"
+    assert "within 0.2 s" in data["message"]  # the run's deadline, not the 5 s timeout
 
 
 def test_passed_deadline_does_not_run_the_tool(harness: Harness) -> None:

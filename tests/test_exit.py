@@ -28,9 +28,10 @@ from tests.conftest import Harness
 
 ROOT = Path(__file__).parent.parent
 FAULTS = Path(__file__).with_name("mcp_faults.py")
-EXIT_SLACK_S = 1.5
-"""Allowed time between a script's last statement and its process being gone (the
-package's own share is at most ~0.5 s; the rest is interpreter teardown on a busy CI)."""
+EXIT_SLACK_S = 10.0
+"""Allowed time between a script's last statement and its process being gone: the
+package's own share is at most ~0.5 s, the rest is interpreter teardown on a busy
+machine; far below what a process held up by its tools would take (30-60 s)."""
 
 PRELUDE = f"""
 import asyncio, json, os, sys, time
@@ -64,7 +65,7 @@ SCRIPTS = {
     "async_tool_ignores_cancellation": """
         from langchain_core.tools import StructuredTool
         async def stubborn(q: str) -> str:
-            until = time.monotonic() + 5
+            until = time.monotonic() + 30
             while time.monotonic() < until:
                 try:
                     await asyncio.sleep(until - time.monotonic())
@@ -97,6 +98,7 @@ def alive(pid: int) -> bool:
         return True
 
 
+@pytest.mark.realtime
 @pytest.mark.skipif(sys.platform == "win32", reason="process checks use POSIX signals")
 @pytest.mark.parametrize("case", list(SCRIPTS))
 def test_script_exits_promptly_and_leaves_no_server(case: str, tmp_path: Path) -> None:
@@ -129,9 +131,11 @@ def test_script_exits_promptly_and_leaves_no_server(case: str, tmp_path: Path) -
     assert not leftover, f"MCP servers still running after the script: {leftover}"
 
 
+@pytest.mark.realtime
 def test_hung_mcp_read_is_bounded_by_the_default_deadline(harness: Harness) -> None:
-    """A user who sets only ``timeout=T`` gets an answer within 2T + 1 s (here from a
-    server that never answers), and the envelope says how long it waited."""
+    """A user who sets only ``timeout=T`` gets an answer from a server that never
+    answers (60 s), and the envelope says how long it waited. The 2T + 1 s arithmetic is
+    `test_deadline`'s, on a fake clock; here a real clock bounds the wait generously."""
     client = MultiServerMCPClient(
         {"f": {"transport": "stdio", "command": sys.executable, "args": [str(FAULTS)]}}
     )
@@ -143,5 +147,5 @@ def test_hung_mcp_read_is_bounded_by_the_default_deadline(harness: Harness) -> N
     elapsed = time.monotonic() - start
     data = json.loads(str(result["c1"].content))
     assert data["error"] == "timeout" and data["attempts"] >= 2
-    assert data["waited_s"] <= 2.0
-    assert elapsed < 2.0 + 1.0  # 2T + 1 s, and the graph's own overhead
+    assert data["waited_s"] >= 0.5  # at least one 0.5 s timeout
+    assert elapsed < 10.0  # 2T + 1 = 2 s, and a loaded machine's overhead; not 60 s

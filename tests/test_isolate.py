@@ -20,7 +20,10 @@ def test_isolated_call_returns_its_result() -> None:
     assert run_isolated(lookup_tool, {"query": "warm"}, 60) == "found warm"
 
 
+@pytest.mark.realtime
 def test_hung_isolated_tool_is_killed_on_time(harness: Harness) -> None:
+    """Only a real clock shows the call coming back at its 0.3 s timeout, not when the
+    30 s tool ends: the bound is generous (a loaded machine), and far below 30 s."""
     prewarm(2)  # worker start-up is not part of what is measured
     policy = ToolPolicy(timeout=0.3, isolate=True, retry=RetryPolicy(max_attempts=1))
     start = time.monotonic()
@@ -32,7 +35,7 @@ def test_hung_isolated_tool_is_killed_on_time(harness: Harness) -> None:
         ],
         policy=policy,
     )
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 10.0
     data = json.loads(result["hang"].content)
     assert data["error"] == "timeout" and "0.3 s" in data["message"]
     assert result["ok"].content == "found q"

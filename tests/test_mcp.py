@@ -123,10 +123,11 @@ def check_answers(answers: dict[str, ToolMessage], *, hang: bool = True) -> None
         assert secret not in text
 
 
+@pytest.mark.realtime
 def test_http_server_through_every_adapter(harness: Harness, http_tools: list[BaseTool]) -> None:
     start = time.monotonic()
     result = harness.run(http_tools, CALLS, policies=POLICIES)
-    assert time.monotonic() - start < 4  # the 5 s hang was cut at 0.3 s
+    assert time.monotonic() - start < 10  # the 30 s hang was cut at 0.3 s (a generous bound)
     check_answers(result.messages)
     rows = harness.stats()
     assert rows["get_slow"]["errors_by_type"] == {"timeout": 1}
@@ -213,13 +214,14 @@ def test_stdio_tool_is_callable_from_sync_code() -> None:
     assert SECRETS[1] not in text
 
 
+@pytest.mark.realtime
 def test_sync_timeout_holds_for_async_only_tools(http_tools: list[BaseTool]) -> None:
     slow = next(t for t in http_tools if t.name == "get_slow")
     tool = ResilientTool.wrap(slow, policy=POLICIES["get_slow"])
     start = time.monotonic()
     data = json.loads(tool.invoke({"query": "x"}))
     assert data["error"] == "timeout"
-    assert time.monotonic() - start < 1.5
+    assert time.monotonic() - start < 10  # at the 0.3 s timeout, not the 30 s hang
 
 
 def test_session_tool_called_sync_on_its_own_loop_says_why() -> None:

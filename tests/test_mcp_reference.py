@@ -31,6 +31,8 @@ from tests.conftest import Harness
 from tests.mcp_session import BackgroundSession
 from tests.refservers import server_or_skip
 
+pytestmark = pytest.mark.slow  # servers installed from PyPI and npm: CI runs it on one Python
+
 OUTSIDE = "/srv/not-the-repo/project"
 """A repository path the model asks for that the git server does not allow."""
 

@@ -13,6 +13,7 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "quickstart.ipynb"
+pytestmark = pytest.mark.slow  # a Jupyter kernel: CI runs it on one Python
 
 
 def outputs(nb: Any) -> list[dict[str, Any]]:
@@ -28,6 +29,7 @@ def text_of(nb: Any) -> str:
 
 
 @pytest.mark.filterwarnings("ignore")  # the kernel's own start-up warnings are not ours
+@pytest.mark.realtime  # a generous bound: the notebook must not hang
 def test_quickstart_notebook_runs() -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     start = time.monotonic()

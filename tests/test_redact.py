@@ -241,26 +241,15 @@ def test_short_text_untouched_and_zero_limit() -> None:
         "http://a:b" + "@" * 100_000,
     ],
 )
+@pytest.mark.realtime
 def test_huge_and_adversarial_input_is_bounded(message: str) -> None:
-    start = time.perf_counter()
+    """No catastrophic backtracking: each takes ~40 ms of CPU; a blow-up takes minutes.
+    CPU time, so that other processes on a busy machine do not count; the cost per
+    call is a benchmark (``python -m bench.bench_redact``), not a test."""
+    start = time.process_time()
     out = redact(message)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 5.0
     assert len(out) <= 300
-
-
-def test_typical_message_is_fast() -> None:
-    message = (
-        "Tool 'get_weather' failed: upstream returned 401 for https://api.example.com/v1/weather"
-        "?city=Paris with Authorization: Bearer abc123def456 and password=hunter2; check "
-        "the credentials and retry later"
-    )
-    redact(message)
-    runs = 500
-    start = time.perf_counter()
-    for _ in range(runs):
-        redact(message)
-    per_call = (time.perf_counter() - start) / runs
-    assert per_call < 1e-3  # generous: ~20-50 µs on a laptop; this only catches blow-ups
 
 
 texts = st.one_of(

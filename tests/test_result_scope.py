@@ -438,6 +438,7 @@ def pg_url(postgres_server: str) -> str:
     return postgres_server
 
 
+@pytest.mark.slow  # PostgreSQL: CI runs it on one Python
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.parametrize("feature", list(FEATURES))

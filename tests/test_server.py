@@ -26,6 +26,8 @@ from langchain_resilient_tools.state.backend import decode
 from langchain_resilient_tools.text.messages import JOURNAL_REPLAY
 from tests import lgserver
 
+pytestmark = pytest.mark.slow  # `langgraph dev` subprocesses: CI runs it on one Python
+
 SECRET = "hunter2"
 TRIP_CALLS = {
     "call_search",

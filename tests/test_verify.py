@@ -147,7 +147,7 @@ def test_after_a_timeout_a_write_not_found_is_not_run_again(harness: Harness) ->
         return service.create(item, idempotency_key)
 
     tool = StructuredTool.from_function(create_order)
-    policy = ToolPolicy(verify=slow_lookup, timeout=0.05)
+    policy = ToolPolicy(verify=slow_lookup, timeout=0.2)  # time for the write to start
     result = harness.run([tool], CALL, policy=policy)
     assert body(result["c1"])["error"] == "unknown_outcome"
     release.set()

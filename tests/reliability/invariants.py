@@ -1,7 +1,7 @@
 """Run a fault scenario through an adapter and check DESIGN.md's invariants on the result.
 
 `check_scenario` returns the list of violations (empty when every invariant held) and
-adds the scenario to `STATS`, which the reliability conftest prints at the end of the run.
+adds the scenario to `STATS`, which `tests/conftest.py` prints at the end of the run.
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ from tests.reliability.faults import (
 )
 
 ENVELOPE_KEYS = frozenset({"error", "tool", "message", "suggestion", "retryable", "attempts"})
-TIME_MARGIN = 2.0
-"""Seconds allowed on top of the hang timeouts for one graph run (graph overhead, a busy CI)."""
+TIME_MARGIN = 20.0
+"""Seconds allowed on top of the hang timeouts for one graph run (graph overhead, a busy
+machine): far below `HANG_LIMIT`, what a hang that was not cut takes."""
 
 
 @dataclass
 class Stats:
-    """Counters over the whole run, printed by the reliability conftest."""
+    """Counters over the whole run (over every xdist worker), printed by `tests/conftest.py`."""
 
     scenarios: int = 0
     calls: int = 0
@@ -127,7 +128,7 @@ def settle(ledger: Ledger) -> list[str]:
     """Release hung tools, wait for their abandoned threads to be reclaimed, check the pools."""
     ledger.release.set()
     runner = default_runner()
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + 30.0  # at once, unless the machine is very busy
     while runner.abandoned() and time.monotonic() < deadline:
         time.sleep(0.005)
     problems = []
@@ -290,10 +291,11 @@ def _expected(scenario: Scenario, phases: list[Phase], c: CallSpec, msg: ToolMes
     if b in RAISES:
         return _error_in(msg, {"tool_error"} | dup_err)
     if b == "hang":
-        return _error_in(
-            msg,
-            {"timeout" if spec.idempotent else "unknown_outcome", "transient_failure"} | dup_err,
-        )
+        # A write's timeout is an unknown outcome once it started; a plain timeout when its
+        # attempt never started (a busy machine's worker did not pick it up in time).
+        ran = sum(p.executions[(c.tool, c.query)] for p in phases)
+        timeout = "timeout" if spec.idempotent or not ran else "unknown_outcome"
+        return _error_in(msg, {timeout, "transient_failure"} | dup_err)
     # flapping: fails int(b[-1]) times per query, then answers
     if relaxed:
         return _success_or(msg, expected, {"transient_failure", "unknown_outcome"} | dup_err)

@@ -82,7 +82,9 @@ def test_thousand_concurrent_resilient_tool_ainvokes(native_async: bool) -> None
     inner = square_tool(executions)
     if not native_async:
         inner.coroutine = None  # type: ignore[attr-defined]
-    tool = ResilientTool.wrap(inner, policy=ToolPolicy(timeout=10.0))
+    # A timeout (so sync attempts run on the workers), not a bound: 1,000 calls at once on
+    # a busy machine may each take seconds.
+    tool = ResilientTool.wrap(inner, policy=ToolPolicy(timeout=120.0))
 
     async def main() -> list[ToolMessage]:
         calls = [tool_call("get_square", {"n": i}, id=f"c{i}") for i in range(N)]

@@ -39,7 +39,7 @@ def test_invariants_hold_under_faults(harness: Harness, scenario: Scenario) -> N
 def test_middleware_async_hung_sync_tools_do_not_starve_the_loop() -> None:
     """Eight hung attempts of a sync tool would hold every default-executor thread on a
     small machine, and the sibling call and the agent's next model call would wait for
-    them (5 s) instead of the 0.1 s timeout. The middleware runs sync tools on the
+    them (`HANG_LIMIT`) instead of the 0.1 s timeout. The middleware runs sync tools on the
     pipeline's own counted workers (`OffloadedTool`), as ResilientToolNode does."""
     tools = (ToolSpec("get_hang_0", "hang", True, False), ToolSpec("get_ok_1", "ok", True, False))
     calls = tuple(CallSpec(f"h{i}", "valid", "get_hang_0", f"q{i}") for i in range(8))
