@@ -30,7 +30,6 @@ OPTIONAL = (
     "crash",
     "bench_tail",
     "bench_builtins",
-
     "bench_redact",
 )
 """Benchmark modules owned elsewhere; each is run through its ``main()`` if present."""
