@@ -88,9 +88,9 @@ class ResilientTool(BaseTool):
             if not callable(tool):
                 raise UsageError("ResilientTool.wrap takes a BaseTool or a function")
             tool = make_tool(tool)
-        if policy is not None and policy.isolate:
+        if policy is not None and policy.timeouts.isolate:
             check_picklable(tool)
-        if policy is not None and policy.on_unknown_outcome == "interrupt":
+        if policy is not None and policy.unknown_outcome.action == "interrupt":
             raise UsageError(NO_INTERRUPT)
         wrapped = cls(
             name=tool.name,

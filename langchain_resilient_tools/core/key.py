@@ -41,7 +41,7 @@ def canonical(value: Any) -> Any:
 
 def key_basis(call: Call) -> Any:
     """The part of the arguments that identifies the call (`ToolPolicy.dedup_key`)."""
-    spec = call.resolved.policy.dedup_key
+    spec = call.resolved.policy.dedup.key
     if spec is None:
         return canonical(call.args)
     if callable(spec):
@@ -82,15 +82,15 @@ def result_key(call: Call) -> str | None:
         found: str | None = call.extras[_RESULT_KEY]
         return found
     policy = call.resolved.policy
-    scope: list[Any] = [policy.cache_scope]
-    if policy.cache_scope == "thread":
+    scope: list[Any] = [policy.cache.scope]
+    if policy.cache.scope == "thread":
         scope += [call.thread_id, *ambient(call)]
     key: str | None
     try:
-        if policy.cache_key is not None:
-            basis: list[Any] = ["key", policy.cache_key(key_info(call))]
+        if policy.cache.key is not None:
+            basis: list[Any] = ["key", policy.cache.key(key_info(call))]
         else:
-            whole_state = policy.cache_scope == "global"
+            whole_state = policy.cache.scope == "global"
             basis = ["args", key_basis(call), declared_reads(call, whole_state=whole_state)]
         key = _digest([call.name, scope, basis])
     except Exception:  # a failing key function: this call shares nothing

@@ -101,7 +101,7 @@ def parse_decision(value: Any) -> HumanDecision | str:
 def asking(resolved: ResolvedPolicy) -> bool:
     """Whether an unknown outcome under `resolved` is a question for a person: a write
     (reads are retried instead) with ``on_unknown_outcome="interrupt"``."""
-    return resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent
+    return resolved.policy.unknown_outcome.action == "interrupt" and not resolved.idempotent
 
 
 def asks_person(call: Call) -> bool:

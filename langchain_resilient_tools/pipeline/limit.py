@@ -87,14 +87,14 @@ class LimitStage(Stage):
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         policy = resolved.policy
-        return policy.max_concurrency is not None or policy.rate_limit is not None
+        return policy.limits.max_concurrency is not None or policy.limits.rate_limit is not None
 
     def _slots(self, call: Call) -> Slots | None:
-        n = call.resolved.policy.max_concurrency
+        n = call.resolved.policy.limits.max_concurrency
         return None if n is None else self.slots.get(call.name, lambda: Slots(n))
 
     def _limiter(self, call: Call) -> BaseRateLimiter | None:
-        limit = call.resolved.policy.rate_limit
+        limit = call.resolved.policy.limits.rate_limit
         if limit is None or isinstance(limit, BaseRateLimiter):
             return limit
         return self.limiters.get(call.name, lambda: make_limiter(float(limit)))

@@ -69,7 +69,7 @@ STARTUP_TIMEOUT = 60.0
 def check_isolated(resolver: Any, tools: Iterable[BaseTool]) -> None:
     """`check_picklable` for each of `tools` whose resolved policy says ``isolate=True``."""
     for tool in tools:
-        if resolver.resolve(tool.name).policy.isolate:
+        if resolver.resolve(tool.name).policy.timeouts.isolate:
             check_picklable(tool)
 
 

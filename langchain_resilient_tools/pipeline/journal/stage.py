@@ -107,7 +107,7 @@ class _Entry:
         # A run a person chose is journaled apart from the first (which stays answered).
         rerun = ":rerun" if call.resolved.rerun else ""
         self.key = f"{call.name}:{key_for(call)}{rerun}"
-        self.lease, self.ttl = policy.journal_lease_s, policy.journal_ttl_s
+        self.lease, self.ttl = policy.journal.lease_s, policy.journal.ttl_s
         self.intent = logic.intent(
             call.name, call.args, owner=me(), now=backend.clock(), lease=self.lease
         )
@@ -131,7 +131,7 @@ class _Entry:
 
     def write_receipt(self, value: Any = None, exc: Exception | None = None) -> None:
         failure = None if exc is None else classify(exc, self.call)
-        cap = self.call.resolved.policy.max_result_chars
+        cap = self.call.resolved.policy.output.max_chars
         entry = logic.receipt(
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
@@ -185,7 +185,7 @@ class _Entry:
             if call.resolved.policy.idempotency_key is not False:
                 call.record.notices.append(m.JOURNAL_RESENT)  # the service knows the key
                 return False, None
-            if call.resolved.policy.verify is None:
+            if call.resolved.policy.unknown_outcome.verify is None:
                 raise OrphanedWrite(seconds_ago=ago)
             call.extras[ORPHAN] = ago  # the verify stage looks it up first
         if verdict is Verdict.RUNNING:
@@ -201,7 +201,7 @@ class JournalStage(Stage):
     name = "journal"
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
-        return resolved.policy.journal and resolved.write
+        return resolved.policy.journal.enabled and resolved.write
 
     def _open(self, call: Call, backend: StateBackend) -> tuple[_Entry | None, Any, Any]:
         """The call's journal session and (`_ANSWERED`, answer), (`_WAIT`, the in-process
