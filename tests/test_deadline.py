@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from langchain_resilient_tools import RetryPolicy, ToolPolicy
+from langchain_resilient_tools import RetryPolicy, Timeouts, ToolPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
@@ -17,7 +17,9 @@ def test_deadline_caps_the_attempt_timeout(harness: Harness) -> None:
     tool = hung_sync_tool("search_docs", harness.hang_event())
     # A 1 s deadline leaves a loaded machine time to start the first attempt (with 0.2 s,
     # a slow hand-off once let the deadline pass before the tool began).
-    policy = ToolPolicy(timeout=5.0, deadline_s=1.0, retry=RetryPolicy(max_attempts=3))
+    policy = ToolPolicy(
+        timeout=5.0, retry=RetryPolicy(max_attempts=3), timeouts=Timeouts(deadline=1.0)
+    )
     start = time.monotonic()
     result = harness.run([tool], [tool_call("search_docs", {"query": "q"}, id="c1")], policy=policy)
     elapsed = time.monotonic() - start
@@ -29,8 +31,8 @@ def test_deadline_caps_the_attempt_timeout(harness: Harness) -> None:
 
 def test_deadline_caps_backoff_waits(harness: Harness, testing_mode: Any) -> None:
     policy = ToolPolicy(
-        deadline_s=0.25,
         retry=RetryPolicy(max_attempts=3, initial_delay=5.0, max_delay=5.0, jitter=0),
+        timeouts=Timeouts(deadline=0.25),
     )
     result = harness.run(
         [failing_tool("search_docs", ConnectionError("down"))],
@@ -84,8 +86,8 @@ def test_default_deadline_is_twice_the_timeout_plus_one() -> None:
     assert ToolPolicy().call_deadline_s == 61.0
     assert ToolPolicy(timeout=1).call_deadline_s == 3.0
     assert ToolPolicy(timeout=None).call_deadline_s is None
-    assert ToolPolicy(timeout=1, deadline_s=None).call_deadline_s is None
-    assert ToolPolicy(timeout=1, deadline_s=10).call_deadline_s == 10
+    assert ToolPolicy(timeout=1, timeouts=Timeouts(deadline=None)).call_deadline_s is None
+    assert ToolPolicy(timeout=1, timeouts=Timeouts(deadline=10)).call_deadline_s == 10
 
 
 def test_only_timeout_set_answers_within_twice_the_timeout_plus_one(harness: Harness) -> None:

@@ -25,7 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.memory import InMemoryStore
 
-from langchain_resilient_tools import ToolPolicy, VerifyInfo
+from langchain_resilient_tools import Shared, Timeouts, ToolPolicy, UnknownOutcome, VerifyInfo
 from langchain_resilient_tools.core.idempotency import derive_key
 from langchain_resilient_tools.pipeline.journal import logic
 from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL, Verdict, judge
@@ -237,7 +237,12 @@ def test_an_orphaned_write_that_verify_finds_is_answered_with_it(
     box = Outbox()
     box.sent.append(derive_key(THREAD, "send_email", "c1"))  # it had been sent
     _orphan(db)
-    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    answer = _run(
+        harness,
+        [send_tool(box)],
+        saver(db),
+        policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup)),
+    )
     assert answer.status == "success" and "sent (found by lookup)" in str(answer.content)
     assert answer.response_metadata["resilience"]["served_by"] == "verify"
     assert len(box.sent) == 1
@@ -248,7 +253,12 @@ def test_an_orphaned_write_that_verify_does_not_find_runs_once(
 ) -> None:
     box = Outbox()
     _orphan(db)
-    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    answer = _run(
+        harness,
+        [send_tool(box)],
+        saver(db),
+        policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup)),
+    )
     assert answer.status == "success" and str(answer.content).endswith("sent to ann")
     assert box.sent == [derive_key(THREAD, "send_email", "c1")]  # once, with the same key
     assert _entries(db)[_key()]["outcome"] == "success"
@@ -287,7 +297,9 @@ def test_a_write_another_live_worker_runs_is_waited_for(
             backend.put(NS_JOURNAL, _key(), done, ttl=600)
 
     monkeypatch.setattr(stage, "testing", SimpleNamespace(sleep=sleep))
-    answer = _run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=5))
+    answer = _run(
+        harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=5))
+    )
     assert box.sent == [] and answer.status == "success" and len(waits) == 3
     assert str(answer.content).endswith("sent to ann")
 
@@ -301,7 +313,11 @@ def test_a_write_still_running_elsewhere_past_the_deadline_is_unknown(
         "send_email", {"to": "ann"}, owner=owner.me(), now=backend.clock(), lease=60
     )
     backend.put(NS_JOURNAL, _key(), theirs, ttl=600)
-    body = _envelope(_run(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=0.3)))
+    body = _envelope(
+        _run(
+            harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=0.3))
+        )
+    )
     assert box.sent == [] and body["error"] == "unknown_outcome"
     assert "still being run" in body["message"]
     assert _entries(db)[_key()]["kind"] == "intent"  # theirs to finish
@@ -356,7 +372,7 @@ def test_a_journal_that_fails_closed_does_not_run_the_write(harness: Harness) ->
     box = Outbox()
     for mode, sent in (("closed", 0), ("open", 1)):
         box.sent.clear()
-        policy = ToolPolicy(on_backend_error=mode, dedup="off")  # type: ignore[arg-type]
+        policy = ToolPolicy(dedup="off", shared=Shared(on_error=mode))  # type: ignore[arg-type]
         graph = StateGraph(ResilientToolsState)
         graph.add_node("tools", ResilientToolNode([send_tool(box)], policy=policy, store=Failing()))
         graph.add_edge(START, "tools")
@@ -443,7 +459,7 @@ def test_a_dead_workers_pending_write_is_never_called_still_running(harness: Har
     _dead_pending(store, tool)
     mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
     StoreBackend(store).put(NS_JOURNAL, _key(), mine, ttl=600)
-    policy = ToolPolicy(state_backend="store")
+    policy = ToolPolicy(shared=Shared(backend="store"))
     body = _envelope(_run(harness, [tool], InMemorySaver(), store=store, policy=policy))
     assert box.sent == [] and body["error"] == "unknown_outcome"
     assert "still" not in body["message"]
@@ -463,7 +479,9 @@ def test_a_dead_workers_pending_write_that_verify_does_not_find_runs_once(
     _dead_pending(store, tool)
     mine = logic.intent("send_email", {"to": "ann"}, owner=_dead_owner(), now=1.0, lease=10)
     StoreBackend(store).put(NS_JOURNAL, _key(), mine, ttl=600)
-    policy = ToolPolicy(state_backend="store", verify=box.lookup)
+    policy = ToolPolicy(
+        shared=Shared(backend="store"), unknown_outcome=UnknownOutcome(verify=box.lookup)
+    )
     answer = _run(harness, [tool], InMemorySaver(), store=store, policy=policy)
     assert answer.status == "success" and len(box.sent) == 1
 
@@ -477,6 +495,10 @@ def test_a_dead_workers_pending_read_runs(harness: Harness) -> None:
     store = InMemoryStore()
     _dead_pending(store, tool)
     answer = _run(
-        harness, [tool], InMemorySaver(), store=store, policy=ToolPolicy(state_backend="store")
+        harness,
+        [tool],
+        InMemorySaver(),
+        store=store,
+        policy=ToolPolicy(shared=Shared(backend="store")),
     )
     assert answer.content == "inbox of ann"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.tools import BaseTool, StructuredTool
 
-from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools import Args, ToolPolicy
 from langchain_resilient_tools.pipeline.admit import AdmitStage
 from langchain_resilient_tools.pipeline.driver import STAGES
 from langchain_resilient_tools.pipeline.repair.logic import (
@@ -335,7 +335,7 @@ def test_refusal_scenarios(
         pytest.skip("invalid calls never reach a tool; the node and middleware answer them")
     calls = [tool_call("create_order", args, id="c1")] if raw is None else []
     bad = [invalid_call("create_order", raw, id="c1")] if raw is not None else []
-    policy = ToolPolicy(unknown_args="reject" if problem == "unexpected" else "drop")
+    policy = ToolPolicy(args=Args(unknown="reject" if problem == "unexpected" else "drop"))
     if error is None:  # ambiguous names: nothing renamed; both dropped and reported
         tool = counted("create_order", two_quantities)
         result = harness.run([tool], calls, invalid_tool_calls=bad, policy=policy)

@@ -1,4 +1,4 @@
-"""Ambiguous writes a person decides: ``ToolPolicy(on_unknown_outcome="interrupt")``.
+"""Ambiguous writes a person decides: ``ToolPolicy(unknown_outcome="interrupt")``.
 
 Through `ResilientToolNode` and `ResilientToolsMiddleware` (``create_agent``), sync and
 async, in compiled graphs with LangGraph's in-memory checkpointer. A fake order service
@@ -30,7 +30,7 @@ from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.test_verify import OrderService, order_tool
 
-ASK = ToolPolicy(on_unknown_outcome="interrupt")
+ASK = ToolPolicy(unknown_outcome="interrupt")
 
 
 @pytest.fixture(
@@ -82,7 +82,7 @@ class Run:
         self, h: Harness, tools: list[BaseTool], ai: AIMessage, tool: str = "create_order", **policy: Any
     ) -> None:
         self.h, self.tools, self.ai = h, tools, ai
-        self.policies = {tool: ToolPolicy(on_unknown_outcome="interrupt", **policy)}
+        self.policies = {tool: ToolPolicy(policy, unknown_outcome="interrupt")}
         self.saver = InMemorySaver()
         self.graph = self.build()
         self.out = self._invoke(self._start())

@@ -11,7 +11,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedState
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools import Args, ToolPolicy
 from langchain_resilient_tools.core.call import CallRecord
 from langchain_resilient_tools.core.errors import ToolRaised
 from langchain_resilient_tools.core.policy import PolicyResolver
@@ -197,7 +197,7 @@ FEEDBACK = [
     ("cross-field", booking_tool, {"room": "single", "nights": 1, "start_day": 3, "end_day": 2},
      {}, [("(arguments)", "cross_field")]),
     ("unexpected", booking_tool, {"room": "single", "nights": 1, "pets": 2},
-     {"unknown_args": "reject"}, [("pets", "unexpected")]),
+     {"args": Args(unknown="reject")}, [("pets", "unexpected")]),
     ("several", booking_tool, {"room": "suite", "nights": "five"}, {},
      [("room", "invalid"), ("nights", "wrong_type")]),
     ("dict-schema", dict_tool, {"query": "q", "limit": 99}, {}, [("limit", "out_of_range")]),
@@ -250,11 +250,14 @@ def test_dropped_arguments_are_named_when_the_call_still_fails(
         pytest.skip("invalid calls never reach a tool; the node and middleware answer them")
     tool = booking_tool()
     sent = {"nights": 1, "breakfast_xyz": True}  # `room` missing, an unknown argument
+    drop = ToolPolicy(args=Args(unknown="drop"))  # the mode under test (the default rejects)
     if malformed:
         raw = json.dumps(sent)[:-1] + ",}"  # a trailing comma: repaired, then validated
-        result = harness.run([tool], invalid_tool_calls=[invalid_call("book_room", raw, id="c1")])
+        result = harness.run(
+            [tool], invalid_tool_calls=[invalid_call("book_room", raw, id="c1")], policy=drop
+        )
     else:
-        result = harness.run([tool], [tool_call("book_room", sent, id="c1")])
+        result = harness.run([tool], [tool_call("book_room", sent, id="c1")], policy=drop)
     data = json.loads(result["c1"].content)
     assert data["error"] == "invalid_arguments"
     assert data["dropped"] == ["breakfast_xyz"]

@@ -94,8 +94,6 @@ def infer_idempotent(tool_name: str) -> bool:
     return False
 
 
-
-
 class ToolPolicy(Options):
     """How calls to one tool are protected. Every option has a safe default.
 
@@ -285,6 +283,7 @@ def overlay(base: ToolPolicy, layer: ToolPolicy) -> ToolPolicy:
         return base
     update = {k: _merge(getattr(base, k), getattr(layer, k)) for k in layer.model_fields_set}
     return base.model_copy(update=update)
+
 
 class ResolvedPolicy:
     """A tool's effective policy plus the facts derived from it once."""
