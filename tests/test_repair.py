@@ -286,7 +286,8 @@ def test_repair_scenarios(
     tool = make()
     if raw is not None and harness.adapter == "tool":
         pytest.skip("invalid calls never reach a tool; the node and middleware answer them")
-    policy = ToolPolicy(aliases={"quantity": ["qty"]})
+    # "drop": the table's repairs include dropping an unknown argument (the default rejects)
+    policy = ToolPolicy(args=Args(aliases={"quantity": ["qty"]}, unknown="drop"))
     calls = [tool_call(tool.name, args, id="c1")] if raw is None else []
     bad = [invalid_call(tool.name, raw, id="c1")] if raw is not None else []
     result = harness.run([tool], calls, invalid_tool_calls=bad, policy=policy)

@@ -22,6 +22,7 @@ from langchain_resilient_tools import (
     HumanDecision,
     ResilientTool,
     ToolPolicy,
+    UnknownOutcome,
     UsageError,
     VerifyInfo,
 )
@@ -79,10 +80,12 @@ class Run:
     """One graph and thread: start it, then answer each question it asks."""
 
     def __init__(
-        self, h: Harness, tools: list[BaseTool], ai: AIMessage, tool: str = "create_order", **policy: Any
-    ) -> None:
+        self, h: Harness, tools: list[BaseTool], ai: AIMessage, tool: str = "create_order",
+        verify: Any = None,
+    ) -> None:  # fmt: skip
         self.h, self.tools, self.ai = h, tools, ai
-        self.policies = {tool: ToolPolicy(policy, unknown_outcome="interrupt")}
+        ask = UnknownOutcome(verify=verify, action="interrupt")
+        self.policies = {tool: ToolPolicy(unknown_outcome=ask)}
         self.saver = InMemorySaver()
         self.graph = self.build()
         self.out = self._invoke(self._start())

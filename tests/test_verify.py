@@ -76,7 +76,7 @@ def lookup_kind(request: pytest.FixtureRequest) -> str:
 
 def policy_for(service: OrderService, kind: str, **kw: Any) -> ToolPolicy:
     verify = service.lookup if kind == "sync" else service.alookup
-    return ToolPolicy(kw, unknown_outcome=UnknownOutcome(verify=verify))
+    return ToolPolicy(unknown_outcome=UnknownOutcome(verify=verify), **kw)
 
 
 def test_verify_finds_the_write(harness: Harness, lookup_kind: str) -> None:
