@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .errors import UsageError
 from .frozen import Options
@@ -400,8 +400,13 @@ class PolicyResolver:
                 if own is not None:
                     merged = overlay(merged, own)
             except ValueError as exc:  # e.g. a max_delay below the default's initial_delay
+                detail = (
+                    "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+                    if isinstance(exc, ValidationError)
+                    else str(exc)
+                )
                 raise UsageError(
-                    f"the policies given for {tool_name!r} do not combine: {exc}"
+                    f"the policies given for {tool_name!r} do not combine: {detail}"
                 ) from exc
             hit = self._cache[tool_name] = ResolvedPolicy(merged, tool_name)
         return hit
