@@ -16,7 +16,7 @@ Stages cannot write graph state; they leave what should be written on the call
   is in memory only, and ``rollback`` degrades to the ``low_quality_result`` envelope.
 
 Rollbacks are counted (``tool_ledger["rollbacks"]``, or in memory per thread when the
-state has no ledger); past `ToolPolicy.max_consecutive_rollbacks` the low-quality
+state has no ledger); past `ResultChecks.max_rollbacks` the low-quality
 envelope stays as feedback. A step without low-quality results resets the count.
 """
 

@@ -80,7 +80,7 @@ class ResilientTool(BaseTool):
         """Wrap a `BaseTool` or a plain function (made a tool with ``@tool`` rules).
 
         `store`: a LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which the breaker,
-        dedup ledger and caches are shared by every worker (see `ToolPolicy.state_backend`).
+        dedup ledger and caches are shared by every worker (see `Shared.backend`).
         """
         if isinstance(tool, ResilientTool):
             raise UsageError(f"{tool.name!r} is already a ResilientTool")

@@ -2,7 +2,7 @@
 
 `call_key` is dedup's: the tool name plus the model's arguments (injected ones
 excluded) in a canonical form: keys sorted, strings with their whitespace normalised,
-numbers and booleans as JSON writes them. `ToolPolicy.dedup_key` narrows the arguments
+numbers and booleans as JSON writes them. `Dedup.key` narrows the arguments
 to some fields, or computes the key. Dedup never reaches past one thread (see
 `pipeline.dedup.logic.scope_of`).
 
@@ -40,7 +40,7 @@ def canonical(value: Any) -> Any:
 
 
 def key_basis(call: Call) -> Any:
-    """The part of the arguments that identifies the call (`ToolPolicy.dedup_key`)."""
+    """The part of the arguments that identifies the call (`Dedup.key`)."""
     spec = call.resolved.policy.dedup.key
     if spec is None:
         return canonical(call.args)
@@ -75,7 +75,7 @@ def result_key(call: Call) -> str | None:
 
     A digest of: the tool name; the scope (``"thread"``: the thread id, the runtime
     context and ``configurable``; ``"global"``: nothing more); and what identifies the
-    result (`ToolPolicy.cache_key`'s value, else the canonical arguments and the
+    result (`Cache.key`'s value, else the canonical arguments and the
     declared inputs, `core.reads.declared_reads`). Values are digested, never kept.
     """
     if _RESULT_KEY in call.extras:

@@ -2,7 +2,7 @@
 
 Only service failures (`pipeline.health.is_service_failure`: timeout, busy, transient error,
 open circuit) fall back; a bad argument is answered with its error. The sources are
-tried in `ToolPolicy.fallback_order`:
+tried in `Cache.fallback_order`:
 
 - ``stale_cache``: the last good result of the same call (idempotent tools only: writes
   are never served from a cache), if younger than `stale_max_age_s`; marked stale with

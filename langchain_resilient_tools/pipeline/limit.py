@@ -1,7 +1,7 @@
 """Client-side limits per tool: at most N attempts in flight, at most R attempts per second.
 
-Each attempt (retries too) first takes a slot (`ToolPolicy.max_concurrency`, `runtime.slots`)
-and then a token of the tool's rate limiter (`ToolPolicy.rate_limit`: langchain-core's
+Each attempt (retries too) first takes a slot (`Limits.max_concurrency`, `runtime.slots`)
+and then a token of the tool's rate limiter (`Limits.rate_limit`: langchain-core's
 `InMemoryRateLimiter`, or any `BaseRateLimiter` the user shares between tools). The
 wait counts against the call's deadline: a call that gets no slot or token in time is
 answered ``timeout`` without running the tool. The time spent waiting is kept in the

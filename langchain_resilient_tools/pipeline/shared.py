@@ -7,7 +7,7 @@ stage: the result and stale cache in `state.results.SharedResultStore`, the brea
 `pipeline.breaker.shared`, the dedup ledger in `pipeline.dedup.shared`. On the async
 path every store operation runs off the event loop (`off_loop`).
 
-A failing store raises `BackendError`; `ToolPolicy.on_backend_error` decides (`fail`):
+A failing store raises `BackendError`; `Shared.on_error` decides (`fail`):
 ``"open"`` carries on with the worker's own breaker and dedup, ``"closed"`` answers
 ``transient_failure`` without running the tool.
 """

@@ -2,7 +2,7 @@
 
 A write (a non-idempotent tool) that timed out or lost its connection after its request
 was sent may or may not have taken effect: `text.classify` calls that
-``unknown_outcome``. With ``ToolPolicy(verify=fn)`` this stage, just outside retry, asks
+``unknown_outcome``. With ``UnknownOutcome(verify=fn)`` this stage, just outside retry, asks
 `fn` first (`VerifyInfo`: tool, arguments, idempotency key):
 
 - the write happened: the call is answered with the result `fn` found, marked verified;

@@ -53,12 +53,12 @@ def check_picklable(tool: BaseTool) -> None:
         pickle.dumps(_target(tool))
     except Exception as exc:
         raise UsageError(
-            f"tool {tool.name!r} has isolate=True, which runs it in a worker process that "
+            f"tool {tool.name!r} has Timeouts(isolate=True), which runs it in a worker process that "
             f"receives the tool pickled, but it cannot be pickled ({type(exc).__name__}: "
             "a lambda, a nested function, a closure or an object holding a lock, socket "
             "or client cannot be). What works: define the function at module level and "
             "make the tool from it (@tool or StructuredTool.from_function), creating "
-            "clients inside the function; or keep isolate=False, with a timeout."
+            "clients inside the function; or keep Timeouts(isolate=False), with a timeout."
         ) from exc
 
 

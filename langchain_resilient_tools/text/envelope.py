@@ -171,7 +171,7 @@ def is_message_list(value: Any) -> bool:
 
 def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list[Any]:
     """The answer for a successful call: the tool's own message, annotated when the
-    layer did something (or `ToolPolicy.attach_record` asks for it), else unchanged."""
+    layer did something (or `Output.attach_record` asks for it), else unchanged."""
     if isinstance(value, Command) or is_message_list(value):
         return cast("Command[Any] | list[Any]", value)  # validated by ToolNode; answers itself
     policy = call.resolved.policy

@@ -1,6 +1,6 @@
 """Dedup: a call identical to an earlier one is reused, blocked, or flagged.
 
-The key is `core.key.call_key` (tool name and canonical arguments, or `ToolPolicy.dedup_key`),
+The key is `core.key.call_key` (tool name and canonical arguments, or `Dedup.key`),
 scoped by conversation thread (no thread: the model message, see `scope_of`). What happens is decided
 by `pipeline.dedup.logic.decide`. Identical calls of one step are one logical call: the first
 runs, its twins wait for it and share its outcome (`pipeline.dedup.twins`). Identical calls

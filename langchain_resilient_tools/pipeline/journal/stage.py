@@ -11,9 +11,9 @@ whose key already has an entry is decided by `logic.judge`:
   receipt is waited for within the call's deadline; if none comes, ``unknown_outcome``
   (`WriteInFlight`), never a second run;
 - **orphaned** (its worker is gone, or its lease ran out): the outcome is unknown. With
-  `ToolPolicy.verify` the verify stage looks it up before anything runs (found: its
+  `UnknownOutcome.verify` the verify stage looks it up before anything runs (found: its
   answer; not found: run once more, same key); without it, `OrphanedWrite`
-  (``unknown_outcome``; ``on_unknown_outcome="interrupt"`` then asks a person). A keyed
+  (``unknown_outcome``; ``unknown_outcome="interrupt"`` then asks a person). A keyed
   write (``idempotency_key``) is sent again with the same key, which is what the key is
   for: the service carries it out once.
 
