@@ -14,7 +14,7 @@ field. What they add to pydantic:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -37,6 +37,8 @@ class Options(BaseModel):
     _accepted: ClassVar[frozenset[str]] = frozenset()
     """The keyword arguments the class takes: its fields and its old names."""
     _groups: ClassVar[dict[str, type[Options]]] = {}
+    _old_readers: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+    """How to read each old name (`policy_compat.readers`)."""
 
     if not TYPE_CHECKING:  # type checkers keep the signature pydantic's fields give
 
@@ -46,12 +48,19 @@ class Options(BaseModel):
                 raise UsageError(policy_compat.unknown_option(type(self), name))
             super().__init__(**data)
 
+        def __getattr__(self, name: str) -> Any:  # only when no attribute has the name
+            reader = type(self)._old_readers.get(name)
+            if reader is not None:
+                return reader(self)
+            return super().__getattr__(name)
+
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         cls._accepted = frozenset(cls.model_fields) | frozenset(policy_compat.rows_for(cls))
         cls._groups = {}
-        policy_compat.install(cls)
+        cls._old_readers = policy_compat.readers(cls)
+        cls.__signature__ = signature(cls)
         cls.__doc__ = f"{inspect.cleandoc(cls.__doc__ or '')}\n\n{describe(cls)}"
 
     @model_validator(mode="before")
@@ -117,17 +126,54 @@ def _default_text(value: Any) -> str:
     return repr(value)
 
 
-def describe(cls: type[Options]) -> str:
-    """The "Options" section of `cls`'s docstring: each field's type, default and
-    description (its docstring in the source)."""
+def _source_annotations(cls: type[Options]) -> dict[str, Any]:
+    """Each field's annotation as written (``"Cache"``, not the class's full path)."""
     annotations: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         annotations.update(getattr(klass, "__annotations__", {}))
+    return annotations
+
+
+def signature(cls: type[Options]) -> inspect.Signature:
+    """The signature ``help()`` and notebooks show: keyword-only, as the source spells it."""
+    annotations = _source_annotations(cls)
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=_Shown(_default_text(info.get_default(call_default_factory=True))),
+                annotation=_Shown(_type_text(annotations.get(name, info.annotation))),
+            )
+            for name, info in cls.model_fields.items()
+        ],
+        return_annotation=None,
+    )
+
+
+def _type_text(annotation: Any) -> str:
+    if isinstance(annotation, str):
+        return annotation
+    return str(getattr(annotation, "__name__", annotation))
+
+
+class _Shown:
+    """A default as ``help()`` should print it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def describe(cls: type[Options]) -> str:
+    """The "Options" section of `cls`'s docstring: each field's type, default and
+    description (its docstring in the source)."""
+    annotations = _source_annotations(cls)
     lines = ["Options (keyword-only; repr() shows those that differ from the defaults):", ""]
     for name, info in cls.model_fields.items():
-        kind = annotations.get(name, info.annotation)
-        if not isinstance(kind, str):
-            kind = getattr(kind, "__name__", repr(kind))
+        kind = _type_text(annotations.get(name, info.annotation))
         default = _default_text(info.get_default(call_default_factory=True))
         lines.append(f"{name}: {kind} = {default}")
         for line in (info.description or "").splitlines():

@@ -6,8 +6,7 @@ whether it is deprecated. Everything else here works from it:
 - `fold` takes old names out of the keyword arguments of a policy being built and puts
   them into their groups, with a `DeprecationWarning` naming the new spelling
   (``ToolPolicy(cache_ttl_s=60)`` is ``ToolPolicy(cache=Cache(ttl_s=60))``);
-- `install` gives the policy class a read-only property per old name, so that
-  ``policy.cache_ttl_s`` still reads (with the same warning);
+- `readers` lets ``policy.cache_ttl_s`` still read (with the same warning);
 - `unknown_option` says which valid option a misspelt one was meant to be.
 
 Three kinds of rows:
@@ -198,12 +197,15 @@ def _merge_into(owner: Any, group: str, data: dict[str, Any], fields: dict[str, 
     return type(current)(**explicit, **fields)
 
 
-def install(owner: Any) -> None:
-    """Give `owner` a read-only property per old name of the table that is not a field."""
-    for row in RENAMED.get(owner.__name__, {}).values():
-        if row.old in owner.model_fields:
-            continue
-        setattr(owner, row.old, property(_reader(row), doc=f"Old name of ``{row.path}``."))
+def readers(owner: Any) -> dict[str, Callable[[Any], Any]]:
+    """For each old name of `owner` that is not a field any more, how to read it (with
+    the warning): `core.frozen.Options.__getattr__` serves them, so that they stay out
+    of ``help()``, of type checkers and of every normal attribute lookup."""
+    return {
+        row.old: _reader(row)
+        for row in RENAMED.get(owner.__name__, {}).values()
+        if row.old not in owner.model_fields
+    }
 
 
 def _reader(row: Renamed) -> Callable[[Any], Any]:
@@ -211,8 +213,8 @@ def _reader(row: Renamed) -> Callable[[Any], Any]:
     message = f"{row.owner}.{row.old} is deprecated: read .{row.path}; {REMOVAL}"
 
     def read(self: Any) -> Any:
-        if warn:
-            warnings.warn(message, DeprecationWarning, stacklevel=2)
+        if warn:  # from here: `read`, `Options.__getattr__`, the code reading it
+            warnings.warn(message, DeprecationWarning, stacklevel=3)
         holder = getattr(self, group)
         if holder is None:  # a group that is off (``hedge=None``): its default
             holder = type(self).group_class(group)()
