@@ -19,7 +19,8 @@ Three kinds of rows:
   reading the attribute gives the group (``policy.dedup.mode`` is the old value).
 
 This module does no I/O and knows no option class: the classes it serves find their
-group classes and read their shorthands themselves (`OptionsOwner`).
+group classes and read their shorthands themselves (`core.frozen.Options.group_class`,
+`coerce_group`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import difflib
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from .errors import UsageError
 
@@ -118,26 +119,6 @@ RENAMED: Mapping[str, Mapping[str, Renamed]] = {
 ``"cache.ttl_s"``."""
 
 REMOVAL = "the old name will be removed in the next minor release"
-
-
-class OptionsGroup(Protocol):
-    """What `fold` needs of a group class (`core.options.Options`)."""
-
-    model_fields_set: set[str]
-
-    def __init__(self, **kwargs: Any) -> None: ...
-
-
-class OptionsOwner(Protocol):
-    """What `fold` needs of a class with renamed options (`ToolPolicy`, `RetryPolicy`)."""
-
-    @classmethod
-    def group_class(cls, group: str) -> Any:
-        """The class of the group held by the field `group`."""
-
-    @classmethod
-    def coerce_group(cls, group: str, value: Any) -> Any:
-        """`value` given for the field `group` (maybe a shorthand) as a group, or None."""
 
 
 def rows_for(owner: type) -> Mapping[str, Renamed]:

@@ -1,6 +1,6 @@
 """Process isolation: run one attempt of a sync tool in a worker process that can be killed.
 
-A thread cannot be stopped; a process can. With ``ToolPolicy(isolate=True)`` each
+A thread cannot be stopped; a process can. With ``ToolPolicy(timeouts=Timeouts(isolate=True))`` each
 attempt runs in a worker process (started with ``forkserver`` where available, else
 ``spawn``; never ``fork``, which is unsafe in a threaded process). Workers are reused;
 one whose call passes its timeout is killed at once and replaced on a later call. A
