@@ -160,6 +160,12 @@ def test_old_names_of_one_group_fold_together_and_into_a_group_given() -> None:
         ToolPolicy(cache=Cache(ttl_s=5), cache_ttl_s=60)
 
 
+def test_the_journal_group_is_no_bool() -> None:
+    """``policy.journal`` was a bool; read as one now, it would always be true."""
+    with pytest.raises(TypeError, match="enabled"):
+        bool(ToolPolicy(journal=False).journal)
+
+
 # -- shorthands and misspellings --------------------------------------------------------
 
 

@@ -86,6 +86,9 @@ class Journal(Options):
     def coerce(cls, value: Any) -> Any:
         return cls(enabled=value) if isinstance(value, bool) else super().coerce(value)
 
+    def __bool__(self) -> bool:  # ``if policy.journal:`` was the old bool: never a silent True
+        raise TypeError("a Journal is not a bool: read its `enabled` (the old ToolPolicy.journal)")
+
 
 class Dedup(Options):
     """Repeated identical calls (`pipeline.dedup`); shorthand ``dedup="block"`` (the mode)."""
