@@ -21,12 +21,12 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 from langgraph.store.memory import InMemoryStore
 
-from langchain_resilient_tools import BreakerPolicy, ResilientTool, ToolPolicy
+from langchain_resilient_tools import BreakerPolicy, Cache, ResilientTool, ToolPolicy
 from langchain_resilient_tools.state.choose import as_backend
 
 from . import _util
 
-POLICY = ToolPolicy(timeout=None, breaker=BreakerPolicy(), cache_ttl_s=60)
+POLICY = ToolPolicy(timeout=None, breaker=BreakerPolicy(), cache=Cache(ttl_s=60))
 
 
 def get_value(x: int) -> str:

@@ -32,6 +32,7 @@ from bench._util import RESULTS_DIR, format_table, run_metadata, save_json
 from langchain_resilient_tools import (
     BreakerPolicy,
     ResilientToolsMiddleware,
+    RetryBudget,
     RetryPolicy,
     ToolPolicy,
 )
@@ -84,10 +85,8 @@ def _middleware(variant: str) -> list[Any]:
         return [
             ToolRetryMiddleware(max_retries=2, initial_delay=0.01, backoff_factor=2, jitter=False)
         ]
-    budget = None if variant.endswith("no budget") else RetryPolicy().budget_ratio
-    retry = RetryPolicy(
-        max_attempts=3, initial_delay=0.01, multiplier=2, jitter=0, budget_ratio=budget
-    )
+    budget = None if variant.endswith("no budget") else RetryBudget()
+    retry = RetryPolicy(max_attempts=3, initial_delay=0.01, multiplier=2, jitter=0, budget=budget)
     breaker = (
         BreakerPolicy(failure_threshold=5, recovery_time=30)
         if variant.endswith("breaker")

@@ -16,7 +16,7 @@ minus the bare driver's time in the same round):
   (distinct queries) and off.
 
 Memory: 100,000 distinct queries through the dedup stage (``tracemalloc``, traced
-Python memory after a `gc.collect`), with the default bound of `dedup_max_entries`
+Python memory after a `gc.collect`), with the default bound of `Dedup.max_entries`
 and with a TTL that expires entries. Nothing is asserted; the table is printed and
 the numbers are written to ``bench/results/dedup.json``.
 """
@@ -38,7 +38,7 @@ from langchain_core.tools import StructuredTool
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 
-from langchain_resilient_tools import ResilientToolNode, ToolPolicy
+from langchain_resilient_tools import Dedup, ResilientToolNode, ToolPolicy
 from langchain_resilient_tools.checks import empty_field, empty_result, error_prefix, mcp_is_error
 from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.pipeline.checks import ChecksStage
@@ -143,9 +143,9 @@ def memory_rows(queries: int) -> list[dict[str, Any]]:
     rows = []
     variants = {
         "max_entries=1024 (default)": ToolPolicy(timeout=None),
-        "max_entries=100000": ToolPolicy(timeout=None, dedup_max_entries=100_000),
+        "max_entries=100000": ToolPolicy(timeout=None, dedup=Dedup(max_entries=100_000)),
         "ttl=0.05 s, max_entries=100000": ToolPolicy(
-            timeout=None, dedup_max_entries=100_000, dedup_ttl=0.05
+            timeout=None, dedup=Dedup(max_entries=100_000, ttl_s=0.05)
         ),
     }
     checkpoints = sorted({queries // 100, queries // 10, queries})

@@ -41,7 +41,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolNode
 
-from langchain_resilient_tools import ResilientToolNode, ToolPolicy
+from langchain_resilient_tools import Hedge, ResilientToolNode, ToolPolicy
 from langchain_resilient_tools.pipeline.hedge.budget import BURST
 
 from . import _util
@@ -178,7 +178,7 @@ def _side_by_side(run: Callable[[str, dict[str, Any]], None]) -> dict[str, dict[
 def _budget_bound(calls: int) -> int:
     """Most hedges the default budget allows over `calls` first attempts: a full bucket
     (`BURST` tokens) plus 5% of them."""
-    return math.floor(BURST + ToolPolicy().hedge_budget * calls)
+    return math.floor(BURST + Hedge().budget * calls)
 
 
 def _verdict(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:

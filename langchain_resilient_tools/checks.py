@@ -2,8 +2,8 @@
 
 A check is any callable ``(content) -> str | None``: it gets the result's content (the
 `ToolMessage` content, or the tool's raw return value) and returns a short reason when
-the result is useless, else `None`. Put checks in `ToolPolicy.result_checks`; what
-happens when one fires is `ToolPolicy.on_low_quality` (``retry``, ``feedback`` or
+the result is useless, else `None`. Put checks in `ResultChecks.checks`; what
+happens when one fires is `ResultChecks.on_low_quality` (``retry``, ``feedback`` or
 ``rollback``)::
 
     from langchain_resilient_tools import ToolPolicy

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools import Timeouts, ToolPolicy
 from langchain_resilient_tools.core.policy import AdaptiveTimeout
 from langchain_resilient_tools.runtime.adaptive import LatencyHistory, percentile
 from langchain_resilient_tools.testing import tool_call
@@ -73,7 +73,7 @@ def test_timeout_adapts_to_a_tool_that_slows_down(harness: Harness) -> None:
         return f"found {query}"
 
     spec = AdaptiveTimeout(factor=5.0, min_timeout=0.1, max_timeout=5.0, window=10, min_samples=5)
-    policy = ToolPolicy(timeout=5.0, adaptive_timeout=spec, clock=clock, dedup="off")
+    policy = ToolPolicy(timeout=5.0, clock=clock, dedup="off", timeouts=Timeouts(adaptive=spec))
     turns = [[tool_call("search_docs", {"query": f"q{i}"}, id=f"c{i}")] for i in range(7)]
 
     def before(i: int) -> None:

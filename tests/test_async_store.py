@@ -26,6 +26,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import (
     BreakerPolicy,
+    Cache,
     ResilientTool,
     ResilientToolNode,
     ResilientToolsState,
@@ -40,9 +41,7 @@ from tests.rewind import rewind
 from tests.tools import CALLS, ok_tool
 
 POLICY = ToolPolicy(
-    breaker=BreakerPolicy(failure_threshold=3, recovery_time=30),
-    cache_ttl_s=60,
-    stale_max_age_s=600,
+    breaker=BreakerPolicy(failure_threshold=3, recovery_time=30), cache=Cache(ttl_s=60, stale_s=600)
 )
 
 

@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.store.memory import InMemoryStore
 
-from langchain_resilient_tools import BreakerPolicy, RetryPolicy, ToolPolicy
+from langchain_resilient_tools import BreakerPolicy, Cache, RetryPolicy, Shared, ToolPolicy
 from langchain_resilient_tools.core.errors import UsageError
 from langchain_resilient_tools.state.backend import (
     BackendError,
@@ -91,11 +91,11 @@ def test_as_backend() -> None:
 
 
 def test_policy_fields_are_validated() -> None:
-    assert ToolPolicy().state_backend == "auto" and ToolPolicy().on_backend_error == "open"
+    assert ToolPolicy().shared.backend == "auto" and ToolPolicy().shared.on_error == "open"
     with pytest.raises(ValueError):
-        ToolPolicy(state_backend="redis")  # type: ignore[arg-type]
+        ToolPolicy(shared=Shared(backend="redis"))  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        ToolPolicy(on_backend_error="maybe")  # type: ignore[arg-type]
+        ToolPolicy(shared=Shared(on_error="maybe"))  # type: ignore[arg-type]
 
 
 # -- through the adapters: two runs (new adapters each) on one graph store ------------
@@ -103,7 +103,7 @@ def test_policy_fields_are_validated() -> None:
 BREAKER = ToolPolicy(
     breaker=BreakerPolicy(failure_threshold=2, recovery_time=30),
     retry=RetryPolicy(max_attempts=1),
-    state_backend="store",
+    shared=Shared(backend="store"),
 )
 
 
@@ -138,7 +138,7 @@ def test_without_a_shared_store_each_worker_has_its_own_breaker(harness: Harness
 
 def test_local_policy_ignores_the_graph_store(harness: Harness) -> None:
     store = InMemoryStore()
-    policy = BREAKER.model_copy(update={"state_backend": "local"})
+    policy = BREAKER.model_copy(update={"shared": Shared(backend="local")})
     tools = [failing_tool("get_quote", ConnectionError("down"))]
     calls = [tool_call("get_quote", {"query": q}, id=f"c{q}") for q in ("a", "b")]
     harness.run(tools, calls, policy=policy, store=store)
@@ -154,7 +154,7 @@ THREAD = {"configurable": {"thread_id": "conversation-1"}}
 def test_a_booking_repeated_on_another_worker_runs_once(harness: Harness) -> None:
     store = InMemoryStore()
     tools = [counted("book_room", lambda room: f"booked {room}")]
-    policy = ToolPolicy(state_backend="store")
+    policy = ToolPolicy(shared=Shared(backend="store"))
     call = tool_call("book_room", {"room": "101"}, id="b1")
     first = harness.run(tools, [call], policy=policy, store=store, config=THREAD)
     assert first["b1"].status == "success" and "booked 101" in str(first["b1"].content)
@@ -166,7 +166,7 @@ def test_a_booking_repeated_on_another_worker_runs_once(harness: Harness) -> Non
 def test_a_read_repeated_on_another_worker_is_reused(harness: Harness) -> None:
     store = InMemoryStore()
     tools = [ok_tool("get_weather")]
-    policy = ToolPolicy(state_backend="store")
+    policy = ToolPolicy(shared=Shared(backend="store"))
     harness.run(tools, [tool_call("get_weather", {"city": "Oslo"}, id="w1")], policy=policy, store=store, config=THREAD)  # fmt: skip
     again = harness.run(tools, [tool_call("get_weather", {"city": "Oslo"}, id="w2")], policy=policy, store=store, config=THREAD)  # fmt: skip
     assert again["w2"].status == "success" and "sunny in Oslo" in str(again["w2"].content)
@@ -177,7 +177,7 @@ def test_a_read_repeated_on_another_worker_is_reused(harness: Harness) -> None:
 def test_result_cache_is_shared(harness: Harness) -> None:
     store = InMemoryStore()
     tools = [ok_tool("get_weather")]
-    policy = ToolPolicy(state_backend="store", cache_ttl_s=60, dedup="off")
+    policy = ToolPolicy(dedup="off", shared=Shared(backend="store"), cache=Cache(ttl_s=60))
     harness.run(tools, [tool_call("get_weather", {"city": "Rome"}, id="w1")], policy=policy, store=store)  # fmt: skip
     again = harness.run(tools, [tool_call("get_weather", {"city": "Rome"}, id="w2")], policy=policy, store=store)  # fmt: skip
     assert again["w2"].response_metadata["resilience"]["served_by"] == "cache"
@@ -187,7 +187,10 @@ def test_result_cache_is_shared(harness: Harness) -> None:
 def test_stale_cache_is_shared(harness: Harness) -> None:
     store = InMemoryStore()
     policy = ToolPolicy(
-        state_backend="store", stale_max_age_s=600, dedup="off", retry=RetryPolicy(max_attempts=1)
+        dedup="off",
+        retry=RetryPolicy(max_attempts=1),
+        shared=Shared(backend="store"),
+        cache=Cache(stale_s=600),
     )
     harness.run([ok_tool("get_weather")], [tool_call("get_weather", {"city": "Rome"}, id="w1")], policy=policy, store=store)  # fmt: skip
 
@@ -212,9 +215,8 @@ class _Broken(InMemoryStore):
 def test_store_partition_fails_open_or_closed(harness: Harness, on_error: str) -> None:
     tools = [counted("book_room", lambda room: f"booked {room}")]
     policy = ToolPolicy(
-        state_backend="store",
-        on_backend_error=on_error,  # type: ignore[arg-type]
         breaker=BreakerPolicy(failure_threshold=2),
+        shared=Shared(backend="store", on_error=on_error),
     )
     result = harness.run(tools, [tool_call("book_room", {"room": "7"}, id="b1")], policy=policy, store=_Broken())  # fmt: skip
     if on_error == "open":

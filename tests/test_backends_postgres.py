@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from langgraph.store.postgres import PostgresStore
 
+from langchain_resilient_tools import Cache
 from langchain_resilient_tools.pipeline.breaker.shared import NS_BREAKER
 from langchain_resilient_tools.state.backend import TABLE
 from langchain_resilient_tools.state.choose import as_backend
@@ -168,7 +169,7 @@ def test_an_async_graph_shares_state_through_async_postgres_store(pg_url: str, d
     )
     from tests.tools import CALLS, ok_tool
 
-    policy = ToolPolicy(breaker=BreakerPolicy(failure_threshold=3), cache_ttl_s=60)
+    policy = ToolPolicy(breaker=BreakerPolicy(failure_threshold=3), cache=Cache(ttl_s=60))
     ai = AIMessage("", tool_calls=[_call("get_weather", {"city": "Oslo"}, "c1")])
 
     def app(store: Any) -> Any:

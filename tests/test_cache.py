@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools import Cache, ToolPolicy
 from langchain_resilient_tools.state.results import MemoryStore
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
@@ -34,7 +34,7 @@ def test_cache_hit_skips_the_tool_and_is_recorded(harness: Harness) -> None:
         [ok_tool()],
         _turns(),
         # separate conversations (no dedup, only the cache) of a pure tool shared globally
-        policy=ToolPolicy(cache_ttl_s=60, cache_scope="global", clock=clock),
+        policy=ToolPolicy(clock=clock, cache=Cache(ttl_s=60, scope="global")),
         thread_per_turn=True,
         before_turn=lambda i: clock.advance(5),
     )
@@ -55,7 +55,7 @@ def test_cache_expires_after_its_ttl(harness: Harness) -> None:
     harness.run_turns(
         [ok_tool()],
         _turns(n=2),
-        policy=ToolPolicy(cache_ttl_s=10, cache_scope="global", clock=clock),
+        policy=ToolPolicy(clock=clock, cache=Cache(ttl_s=10, scope="global")),
         thread_per_turn=True,
         before_turn=lambda i: clock.advance(11),
     )
@@ -71,7 +71,7 @@ def test_writes_are_never_cached(harness: Harness) -> None:
     harness.run_turns(
         [tool],
         turns,
-        policy=ToolPolicy(cache_ttl_s=60, idempotent=False, dedup="off"),
+        policy=ToolPolicy(idempotent=False, dedup="off", cache=Cache(ttl_s=60)),
         thread_per_turn=True,
     )
     assert CALLS["create_item"] == 2
@@ -83,7 +83,7 @@ def test_pipeline_hook_sees_cache_hits() -> None:
 
     outcomes: list[Outcome] = []
     pipeline = Pipeline(
-        PolicyResolver(ToolPolicy(cache_ttl_s=60, clock=FakeClock(), dedup="off")),
+        PolicyResolver(ToolPolicy(clock=FakeClock(), dedup="off", cache=Cache(ttl_s=60))),
         on_outcome=outcomes.append,
     )
     tool = ok_tool()

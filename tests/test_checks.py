@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
+from langchain_resilient_tools import ResilientTool, ResultChecks, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.checks import (
     empty_field,
     empty_result,
@@ -162,7 +162,7 @@ def _explicit_check_policy(order: str, action: str) -> ToolPolicy:
             retry=RetryPolicy(max_attempts=3),
         )
     return ToolPolicy(  # the detection set explicitly, first; the check last in the list
-        detect_error_text=True,
+        results=ResultChecks(detect_error_text=True),
         idempotent=True,
         retry=RetryPolicy(max_attempts=3),
         on_low_quality=action,
@@ -205,7 +205,9 @@ def test_error_text_detection_still_answers_what_no_check_flags(harness: Harness
     assert data["error"] == "tool_error"
     assert "upstream answered 502" in data["message"]
     assert CALLS["lookup"] == 1  # a reported error is not retried
-    relaxed = ToolPolicy(result_checks=[empty_result], detect_error_text=False)
+    relaxed = ToolPolicy(
+        result_checks=[empty_result], results=ResultChecks(detect_error_text=False)
+    )
     result = harness.run([tool], [tool_call("lookup", {"query": "r"}, id="c2")], policy=relaxed)
     assert result["c2"].content == UPSTREAM_ERROR and result["c2"].status == "success"
 

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from langchain_resilient_tools import RetryPolicy, ToolPolicy
+from langchain_resilient_tools import RetryPolicy, Timeouts, ToolPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
@@ -30,7 +30,12 @@ def test_deadline_caps_the_attempt_timeout(harness: Harness) -> None:
     once the attempt has used it up no retry starts. Only the fake clock counts: a slow
     hand-off on a loaded machine cannot use the deadline up before the tool starts."""
     clock = FakeClock()
-    policy = ToolPolicy(timeout=5.0, deadline_s=0.2, retry=RetryPolicy(max_attempts=3), clock=clock)
+    policy = ToolPolicy(
+        timeout=5.0,
+        retry=RetryPolicy(max_attempts=3),
+        timeouts=Timeouts(deadline=0.2),
+        clock=clock,
+    )
     result = harness.run(
         [hung_tool_on(clock, harness)],
         [tool_call("search_docs", {"query": "q"}, id="c1")],
@@ -44,8 +49,8 @@ def test_deadline_caps_the_attempt_timeout(harness: Harness) -> None:
 
 def test_deadline_caps_backoff_waits(harness: Harness, testing_mode: Any) -> None:
     policy = ToolPolicy(
-        deadline_s=0.25,
         retry=RetryPolicy(max_attempts=3, initial_delay=5.0, max_delay=5.0, jitter=0),
+        timeouts=Timeouts(deadline=0.25),
         clock=FakeClock(),  # stands still: 0.25 s are left at each wait
     )
     result = harness.run(
@@ -98,8 +103,8 @@ def test_default_deadline_is_twice_the_timeout_plus_one() -> None:
     assert ToolPolicy().call_deadline_s == 61.0
     assert ToolPolicy(timeout=1).call_deadline_s == 3.0
     assert ToolPolicy(timeout=None).call_deadline_s is None
-    assert ToolPolicy(timeout=1, deadline_s=None).call_deadline_s is None
-    assert ToolPolicy(timeout=1, deadline_s=10).call_deadline_s == 10
+    assert ToolPolicy(timeout=1, timeouts=Timeouts(deadline=None)).call_deadline_s is None
+    assert ToolPolicy(timeout=1, timeouts=Timeouts(deadline=10)).call_deadline_s == 10
 
 
 def test_only_timeout_set_answers_within_twice_the_timeout_plus_one(harness: Harness) -> None:

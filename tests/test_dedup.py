@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import ToolException
 
-from langchain_resilient_tools import ResilientTool, ToolPolicy
+from langchain_resilient_tools import Dedup, ResilientTool, ToolPolicy
 from langchain_resilient_tools.core.call import Call, CallRecord
 from langchain_resilient_tools.core.errors import UsageError
 from langchain_resilient_tools.core.key import call_key
@@ -131,23 +131,23 @@ def test_key_is_canonical() -> None:
 
 
 def test_key_fields_and_key_function() -> None:
-    fields = ToolPolicy(dedup_key=["q"])
+    fields = ToolPolicy(dedup=Dedup(key=["q"]))
     assert call_key(_call({"q": "x", "page": 1}, fields)) == call_key(
         _call({"q": "x", "page": 2}, fields)
     )
-    lower = ToolPolicy(dedup_key=lambda args: args["q"].lower())
+    lower = ToolPolicy(dedup=Dedup(key=lambda args: args["q"].lower()))
     assert call_key(_call({"q": "Paris"}, lower)) == call_key(_call({"q": "PARIS"}, lower))
-    broken = ToolPolicy(dedup_key=lambda args: args["missing"])
+    broken = ToolPolicy(dedup=Dedup(key=lambda args: args["missing"]))
     assert call_key(_call({"q": "x"}, broken)) == call_key(_call({"q": "x"}))
 
 
 def test_bad_dedup_config_fails_at_construction() -> None:
     with pytest.raises(ValueError):
-        ToolPolicy(dedup_key=[1])  # type: ignore[list-item]
+        ToolPolicy(dedup=Dedup(key=[1]))  # type: ignore[list-item]
     with pytest.raises(ValueError):
         ToolPolicy(dedup="sometimes")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        ToolPolicy(dedup_ttl=0)
+        ToolPolicy(dedup=Dedup(ttl_s=0))
     assert issubclass(UsageError, ValueError)
 
 
@@ -268,7 +268,7 @@ def test_threads_do_not_share_a_ledger(harness: Harness) -> None:
 
 def test_escalates_when_looping(harness: Harness) -> None:
     calls = [tool_call("search_web", {"query": "q"}, id=str(i)) for i in range(4)]
-    policy = ToolPolicy(dedup_looping_after=2)
+    policy = ToolPolicy(dedup=Dedup(looping_after=2))
     result = harness.run([search_tool()], calls, policy=policy)
     assert CALLS["search_web"] == 1
     looping = [i for i in "0123" if "going in circles" in str(result[i].content)]
@@ -293,7 +293,7 @@ def test_write_with_unknown_outcome_is_not_repeated() -> None:
 
 
 def test_block_mode_escalates_and_previews() -> None:
-    wrapped = ResilientTool.wrap(book_tool(), policy=ToolPolicy(dedup_looping_after=2))
+    wrapped = ResilientTool.wrap(book_tool(), policy=ToolPolicy(dedup=Dedup(looping_after=2)))
     wrapped.invoke({"city": "Oslo"}, THREAD)
     first = json.loads(wrapped.invoke({"city": "Oslo"}, THREAD))
     second = json.loads(wrapped.invoke({"city": "Oslo"}, THREAD))
@@ -308,7 +308,7 @@ def test_reuse_ttl_expires() -> None:
     from langchain_resilient_tools.pipeline.dedup.stage import DedupStage
 
     now = [0.0]
-    wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup_ttl=60))
+    wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup=Dedup(ttl_s=60)))
     stage = next(s for s in wrapped.pipeline.stages if isinstance(s, DedupStage))
     stage.clock = lambda: now[0]
     wrapped.invoke({"city": "Paris"}, THREAD)
@@ -321,7 +321,7 @@ def test_reuse_ttl_expires() -> None:
 def test_memory_is_bounded_by_max_entries() -> None:
     from langchain_resilient_tools.pipeline.dedup.stage import DedupStage
 
-    wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup_max_entries=50))
+    wrapped = ResilientTool.wrap(ok_tool(), policy=ToolPolicy(dedup=Dedup(max_entries=50)))
     for i in range(200):
         wrapped.invoke({"city": f"c{i}"}, THREAD)
     stage = next(s for s in wrapped.pipeline.stages if isinstance(s, DedupStage))

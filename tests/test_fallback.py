@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from langchain_resilient_tools import BreakerPolicy, RetryPolicy, ToolPolicy
+from langchain_resilient_tools import BreakerPolicy, Cache, RetryPolicy, ToolPolicy
+from langchain_resilient_tools.core.policy import overlay
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
@@ -31,11 +32,11 @@ class Service:
 
 
 def _policy(clock: FakeClock, **fields: Any) -> ToolPolicy:
-    base: dict[str, Any] = {
-        "clock": clock, "retry": RetryPolicy(max_attempts=2), "stale_max_age_s": 600.0,
-        "fallback": {"forecast": "unknown"}, "dedup": "off", "cache_scope": "global",
-    }  # fmt: skip
-    return ToolPolicy(**{**base, **fields})
+    base = ToolPolicy(
+        clock=clock, retry=RetryPolicy(max_attempts=2), cache=Cache(stale_s=600.0, scope="global"),
+        fallback={"forecast": "unknown"}, dedup="off",
+    )  # fmt: skip
+    return overlay(base, ToolPolicy(**fields))  # group by group, as a per-tool policy
 
 
 def _run(
@@ -79,7 +80,7 @@ def test_too_old_stale_result_falls_through_to_the_stub(harness: Harness) -> Non
 
 
 def test_order_is_configurable(harness: Harness) -> None:
-    policy = _policy(FakeClock(), fallback_order=("fallback", "stale_cache"))
+    policy = _policy(FakeClock(), cache=Cache(fallback_order=("fallback", "stale_cache")))
     (_, answer), _ = _run(harness, policy)
     assert answer.response_metadata["resilience"]["served_by"] == "fallback"
 
@@ -91,13 +92,13 @@ def test_callable_fallback_gets_tool_and_args(harness: Harness) -> None:
         seen.append((tool, args))
         return f"no data for {args['city']}"
 
-    (_, answer), _ = _run(harness, _policy(FakeClock(), stale_max_age_s=None, fallback=stub))
+    (_, answer), _ = _run(harness, _policy(FakeClock(), cache=Cache(stale_s=None), fallback=stub))
     assert answer.content.endswith("no data for Paris")
     assert seen == [("get_weather", {"city": "Paris"})]
 
 
 def test_without_fallbacks_the_error_envelope_answers(harness: Harness) -> None:
-    policy = _policy(FakeClock(), stale_max_age_s=None, fallback=None)
+    policy = _policy(FakeClock(), cache=Cache(stale_s=None), fallback=None)
     (_, answer), _ = _run(harness, policy)
     assert answer.status == "error"
     assert json.loads(answer.content)["error"] == "transient_failure"

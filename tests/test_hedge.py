@@ -19,9 +19,17 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.tools import InjectedToolArg
 
-from langchain_resilient_tools import BreakerPolicy, ResilientToolNode, RetryPolicy, ToolPolicy
+from langchain_resilient_tools import (
+    BreakerPolicy,
+    Hedge,
+    Limits,
+    ResilientToolNode,
+    RetryPolicy,
+    Timeouts,
+    ToolPolicy,
+)
 from langchain_resilient_tools.core.errors import AttemptTimeout, CircuitOpen, ToolRaised
-from langchain_resilient_tools.core.policy import PolicyResolver
+from langchain_resilient_tools.core.policy import PolicyResolver, overlay
 from langchain_resilient_tools.pipeline.driver import STAGES
 from langchain_resilient_tools.pipeline.hedge.budget import BURST, HedgeBudget
 from langchain_resilient_tools.pipeline.hedge.logic import (
@@ -130,8 +138,8 @@ def record_of(message: Any) -> dict[str, Any]:
 
 
 def _policy(clock: FakeClock, **fields: Any) -> ToolPolicy:
-    base: dict[str, Any] = {"hedge": 0.5, "clock": clock, "dedup": "off"}
-    return ToolPolicy(**{**base, **fields})
+    base = ToolPolicy(hedge=0.5, clock=clock, dedup="off")
+    return overlay(base, ToolPolicy(**fields))  # group by group, as a per-tool policy
 
 
 # -- the order and the pure decisions ---------------------------------------------------
@@ -144,14 +152,14 @@ def test_hedge_sits_between_retry_and_breaker() -> None:
 
 def test_policy_validation() -> None:
     assert ToolPolicy().hedge is None
-    assert ToolPolicy(hedge="auto").hedge == "auto"
+    assert ToolPolicy(hedge="auto").hedge == Hedge(delay="auto")
     for bad in (0, -1.0, "fast", True):
         with pytest.raises(ValueError):
             ToolPolicy(hedge=bad)
     with pytest.raises(ValueError):
-        ToolPolicy(hedge=1.0, max_hedges=0)
+        ToolPolicy(hedge=Hedge(delay=1.0, max_hedges=0))
     with pytest.raises(ValueError):
-        ToolPolicy(hedge=1.0, hedge_budget=1.5)
+        ToolPolicy(hedge=Hedge(delay=1.0, budget=1.5))
 
 
 def _latencies(n: int, *, stalls: int = 0) -> list[float]:
@@ -160,15 +168,16 @@ def _latencies(n: int, *, stalls: int = 0) -> list[float]:
 
 
 def test_auto_does_not_hedge_until_latencies_are_known() -> None:
-    policy = ToolPolicy(hedge="auto", hedge_min_delay=0.05)
+    policy = ToolPolicy(hedge=Hedge(delay="auto", min_delay=0.05))
+    assert policy.hedge is not None
     history = history_for(policy)
-    assert hedge_delay(policy, history) is None  # no floor guessed in advance
+    assert hedge_delay(policy.hedge, history) is None  # no floor guessed in advance
     for _ in range(AUTO_MIN_SAMPLES - 1):
         history.add(0.1)
-    assert hedge_delay(policy, history) is None
+    assert hedge_delay(policy.hedge, history) is None
     history.add(0.1)
-    assert hedge_delay(policy, history) == pytest.approx(0.125)
-    assert hedge_delay(ToolPolicy(hedge=0.3), None) == 0.3
+    assert hedge_delay(policy.hedge, history) == pytest.approx(0.125)
+    assert hedge_delay(Hedge(delay=0.3), None) == 0.3
 
 
 def test_auto_delay_is_past_the_p95_of_the_ordinary_answers() -> None:
@@ -300,7 +309,7 @@ def test_the_losers_late_answer_changes_nothing(harness: Harness, releases: Rele
     clock = FakeClock()
     loser_done = threading.Event()
     tool = stalling_read("search_docs", clock, releases, loser_done=loser_done)
-    policy = _policy(clock, cache_ttl_s=600.0)
+    policy = _policy(clock, cache=600.0)
     call = [tool_call("search_docs", {"query": "q"}, id="c1")]
     again = [tool_call("search_docs", {"query": "q"}, id="c2")]
 
@@ -363,7 +372,7 @@ def test_the_budget_holds_under_an_outage(harness: Harness, releases: Releases) 
         [tool_call("search_docs", {"query": f"s{s}-{i}"}, id=f"s{s}-{i}") for i in range(5)]
         for s in range(steps)
     ]
-    policy = _policy(clock, hedge=0.1, max_abandoned_threads=100)
+    policy = _policy(clock, hedge=0.1, timeouts=Timeouts(max_abandoned_threads=100))
     results = harness.run_turns([tool], turns, policy=policy, thread_per_turn=True)
     answers = [results[s][f"s{s}-{i}"].content for s in range(steps) for i in range(5)]
     queries = [f"s{s}-{i}" for s in range(steps) for i in range(5)]
@@ -445,7 +454,7 @@ def test_a_hedge_takes_no_slot_that_is_not_free(harness: Harness, releases: Rele
     result = harness.run(
         [tool],
         [tool_call("search_docs", {"query": "q"}, id="c1")],
-        policy=_policy(clock, max_concurrency=1),
+        policy=_policy(clock, limits=Limits(max_concurrency=1)),
     )
     assert result["c1"].content == "late q"
     assert CALLS["search_docs"] == 1
@@ -530,7 +539,7 @@ def test_every_failure_path_ends_in_one_answer(harness: Harness, releases: Relea
 
 def test_auto_learns_the_tools_latency(harness: Harness, releases: Releases) -> None:
     """``hedge="auto"``: after enough fast answers, a straggler is hedged (here at the
-    floor, `hedge_min_delay`, which is above 1.25 x their p95)."""
+    floor, `Hedge.min_delay`, which is above 1.25 x their p95)."""
     clock = FakeClock()
     seen: dict[str, int] = defaultdict(int)
 
@@ -544,7 +553,7 @@ def test_auto_learns_the_tools_latency(harness: Harness, releases: Releases) -> 
         return f"fresh {query}"
 
     tool = counted("search_docs", search_docs)
-    policy = _policy(clock, hedge="auto", hedge_min_delay=0.05, hedge_budget=1.0)
+    policy = _policy(clock, hedge=Hedge(delay="auto", min_delay=0.05, budget=1.0))
     warm = [
         [tool_call("search_docs", {"query": f"w{i}"}, id=f"w{i}")]
         for i in range(AUTO_MIN_SAMPLES)
@@ -559,7 +568,7 @@ def test_resolver_keeps_hedge_per_tool() -> None:
     resolver = PolicyResolver(
         ToolPolicy(hedge="auto"), {"search_web": ToolPolicy(hedge=None, timeout=5.0)}
     )
-    assert resolver.resolve("search_docs").policy.hedge == "auto"
+    assert resolver.resolve("search_docs").policy.hedge == Hedge(delay="auto")
     assert resolver.resolve("search_web").policy.hedge is None
 
 

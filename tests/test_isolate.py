@@ -7,7 +7,13 @@ import time
 
 import pytest
 
-from langchain_resilient_tools import ResilientTool, ResilientToolNode, RetryPolicy, ToolPolicy
+from langchain_resilient_tools import (
+    ResilientTool,
+    ResilientToolNode,
+    RetryPolicy,
+    Timeouts,
+    ToolPolicy,
+)
 from langchain_resilient_tools.core.errors import UsageError
 from langchain_resilient_tools.runtime.isolate import prewarm, run_isolated
 from langchain_resilient_tools.testing import tool_call
@@ -25,7 +31,9 @@ def test_hung_isolated_tool_is_killed_on_time(harness: Harness) -> None:
     """Only a real clock shows the call coming back at its 0.3 s timeout, not when the
     30 s tool ends: the bound is generous (a loaded machine), and far below 30 s."""
     prewarm(2)  # worker start-up is not part of what is measured
-    policy = ToolPolicy(timeout=0.3, isolate=True, retry=RetryPolicy(max_attempts=1))
+    policy = ToolPolicy(
+        timeout=0.3, retry=RetryPolicy(max_attempts=1), timeouts=Timeouts(isolate=True)
+    )
     start = time.monotonic()
     result = harness.run(
         [hang_tool, lookup_tool],
@@ -42,7 +50,7 @@ def test_hung_isolated_tool_is_killed_on_time(harness: Harness) -> None:
 
 
 def test_unpicklable_tool_is_refused_at_wrap_time() -> None:
-    policy = ToolPolicy(isolate=True)
+    policy = ToolPolicy(timeouts=Timeouts(isolate=True))
     with pytest.raises(UsageError, match="cannot be pickled"):
         ResilientTool.wrap(ok_tool(), policy=policy)  # a closure
     with pytest.raises(UsageError, match="cannot be pickled"):
@@ -51,7 +59,7 @@ def test_unpicklable_tool_is_refused_at_wrap_time() -> None:
 
 def test_unpicklable_tool_error_says_why_and_what_works() -> None:
     with pytest.raises(UsageError) as info:
-        ResilientToolNode([ok_tool()], policy=ToolPolicy(isolate=True))
+        ResilientToolNode([ok_tool()], policy=ToolPolicy(timeouts=Timeouts(isolate=True)))
     text = str(info.value)
     assert "'get_weather'" in text and "worker process" in text  # why
     assert "module level" in text and "isolate=False" in text  # what works
@@ -68,7 +76,7 @@ def test_middleware_refuses_an_unpicklable_isolated_tool_before_any_call() -> No
     agent = create_agent(
         ScriptedChatModel(script=[]),
         tools=[tool],
-        middleware=[ResilientToolsMiddleware(policy=ToolPolicy(isolate=True))],
+        middleware=[ResilientToolsMiddleware(policy=ToolPolicy(timeouts=Timeouts(isolate=True)))],
     )
     with pytest.raises(UsageError, match="cannot be pickled"):
         agent.invoke({"messages": [HumanMessage("hi")]})

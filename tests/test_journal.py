@@ -27,7 +27,7 @@ from langgraph.prebuilt import InjectedStore
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
-from langchain_resilient_tools import ToolPolicy, VerifyInfo
+from langchain_resilient_tools import Shared, Timeouts, ToolPolicy, UnknownOutcome, VerifyInfo
 from langchain_resilient_tools.core.idempotency import derive_key
 from langchain_resilient_tools.pipeline.journal import logic
 from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL, Verdict, judge
@@ -347,7 +347,7 @@ def test_an_orphaned_write_that_verify_finds_is_answered_with_it(
 ) -> None:
     box = Outbox()
     box.sent.append(derive_key(THREAD, "send_email", "c1"))  # it had been sent
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup)))
     _orphan(db, pending)
     answer = pending.resume()
     assert answer.status == "success" and "sent (found by lookup)" in str(answer.content)
@@ -359,7 +359,7 @@ def test_an_orphaned_write_that_verify_does_not_find_runs_once(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(verify=box.lookup))
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup)))
     _orphan(db, pending)
     answer = pending.resume()
     assert answer.status == "success" and str(answer.content).endswith("sent to ann")
@@ -388,7 +388,7 @@ def test_a_write_another_live_worker_runs_is_waited_for(
     from langchain_resilient_tools.pipeline.journal import stage
 
     box = Outbox()
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=5))
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=5)))
     backend = SqliteBackend(db)
     theirs = _intent(pending, owner=owner.me(), started=backend.clock())
     theirs["lease_until"] = backend.clock() + 60
@@ -411,7 +411,7 @@ def test_a_write_still_running_elsewhere_past_the_deadline_is_unknown(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=0.3))
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=0.3)))
     backend = SqliteBackend(db)
     theirs = _intent(pending, owner=owner.me(), started=backend.clock())
     theirs["lease_until"] = backend.clock() + 60
@@ -505,7 +505,7 @@ def test_a_journal_that_fails_closed_does_not_run_the_write(harness: Harness) ->
     box = Outbox()
     for mode, sent in (("closed", 0), ("open", 1)):
         box.sent.clear()
-        policy = ToolPolicy(on_backend_error=mode, dedup="off")  # type: ignore[arg-type]
+        policy = ToolPolicy(dedup="off", shared=Shared(on_error=mode))  # type: ignore[arg-type]
         graph = StateGraph(ResilientToolsState)
         graph.add_node("tools", ResilientToolNode([send_tool(box)], policy=policy, store=Failing()))
         graph.add_edge(START, "tools")
@@ -590,7 +590,7 @@ def test_a_dead_workers_pending_write_is_never_called_still_running(harness: Har
     tool = send_tool(box)
     store = InMemoryStore()
     _dead_pending(store, tool)
-    policy = ToolPolicy(state_backend="store")
+    policy = ToolPolicy(shared=Shared(backend="store"))
     pending = Pending(harness, [tool], InMemorySaver(), store=store, policy=policy)
     StoreBackend(store).put(NS_JOURNAL, pending.key(), _intent(pending), ttl=600)
     body = _envelope(pending.resume())
@@ -610,7 +610,7 @@ def test_a_dead_workers_pending_write_that_verify_does_not_find_runs_once(
     tool = send_tool(box)
     store = InMemoryStore()
     _dead_pending(store, tool)
-    policy = ToolPolicy(state_backend="store", verify=box.lookup)
+    policy = ToolPolicy(shared=Shared(backend="store"), unknown_outcome=UnknownOutcome(verify=box.lookup))
     pending = Pending(harness, [tool], InMemorySaver(), store=store, policy=policy)
     StoreBackend(store).put(NS_JOURNAL, pending.key(), _intent(pending), ttl=600)
     answer = pending.resume()
@@ -626,6 +626,10 @@ def test_a_dead_workers_pending_read_runs(harness: Harness) -> None:
     store = InMemoryStore()
     _dead_pending(store, tool)
     answer = _run(
-        harness, [tool], InMemorySaver(), store=store, policy=ToolPolicy(state_backend="store")
+        harness,
+        [tool],
+        InMemorySaver(),
+        store=store,
+        policy=ToolPolicy(shared=Shared(backend="store")),
     )
     assert answer.content == "inbox of ann"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools import Shared, Timeouts, ToolPolicy
 from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
 from langchain_resilient_tools.state import sqlite as sqlite_state
 from langchain_resilient_tools.state.backend import BackendError
@@ -124,7 +124,7 @@ def test_a_write_whose_intent_meets_a_lock_is_journaled_once_the_lock_is_gone(
     intent is recorded again within the call's deadline, before ``on_backend_error``
     ("open": run the write unjournaled) applies."""
     box = Outbox()
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(deadline_s=30))
+    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=30)))
     locks = _Locks(monkeypatch, times=3)
     answer = pending.resume()
     assert answer.content == "sent to ann" and len(box.sent) == 1
@@ -136,7 +136,7 @@ def test_a_lock_that_outlasts_the_deadline_follows_on_backend_error(
     harness: Harness, db: str, saver: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     box = Outbox()
-    policy = ToolPolicy(on_backend_error="closed", deadline_s=30)
+    policy = ToolPolicy(shared=Shared(on_error="closed"), timeouts=Timeouts(deadline=30))
     pending = Pending(harness, [send_tool(box)], saver(db), policy=policy)
     locks = _Locks(monkeypatch, times=None)
     answer = pending.resume()

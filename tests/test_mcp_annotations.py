@@ -30,7 +30,7 @@ from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools import Output, ToolPolicy
 from langchain_resilient_tools.core.annotations import ToolHints, classify, hints_of
 from langchain_resilient_tools.core.policy import PolicyResolver, ResolvedPolicy
 from langchain_resilient_tools.testing import tool_call
@@ -213,7 +213,7 @@ def outcome(message: ToolMessage) -> tuple[str, int, str, str]:
     return answer, record["attempts"], record["classified_as"], record["classified_by"]
 
 
-POLICY = ToolPolicy(timeout=1.0, attach_record=True)
+POLICY = ToolPolicy(timeout=1.0, output=Output(attach_record=True))
 STALLED = ("git_log", "get_or_create_invoice", "set_status")
 
 

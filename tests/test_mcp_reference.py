@@ -24,7 +24,7 @@ from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
 
-from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools import Output, ToolPolicy
 from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
@@ -215,7 +215,7 @@ def test_git_log_trusted_git_status_not(
     result = harness.run(
         tools,
         calls,
-        policy=ToolPolicy(attach_record=True),
+        policy=ToolPolicy(output=Output(attach_record=True)),
         policies={"git_log": ToolPolicy(annotations="trust")},
     )
     record = {k: m.response_metadata["resilience"] for k, m in result.messages.items()}

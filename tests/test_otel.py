@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from langchain_resilient_tools import BreakerPolicy, RetryPolicy, ToolPolicy
+from langchain_resilient_tools import BreakerPolicy, Cache, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.pipeline.hedge.stage import HedgeStage
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
@@ -241,7 +241,7 @@ def test_what_answered_and_the_breaker_are_attributes(
 
 def test_a_cached_answer_has_no_attempt(harness: Harness, spans: InMemorySpanExporter) -> None:
     name = unique(harness, "get_rate")
-    policy = ToolPolicy(cache_ttl_s=60, dedup="off")
+    policy = ToolPolicy(cache=Cache(ttl_s=60), dedup="off")
     turns = [[tool_call(name, {"city": "Rome"}, id=f"c{i}")] for i in (1, 2)]
     harness.run_turns([ok_tool(name)], turns, policy=policy)
     span = call_span(spans, "c2")

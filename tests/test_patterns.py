@@ -43,7 +43,7 @@ def test_pattern_overrides_only_the_fields_it_sets() -> None:
         ToolPolicy(timeout=3, idempotent=True), patterns={"get_*": ToolPolicy(dedup="off")}
     )
     policy = resolver.resolve("get_quote").policy
-    assert (policy.timeout, policy.idempotent, policy.dedup) == (3, True, "off")
+    assert (policy.timeout, policy.idempotent, policy.dedup.mode) == (3, True, "off")
 
 
 def test_most_specific_pattern_wins_and_ties_keep_order() -> None:
@@ -86,7 +86,7 @@ def test_resilient_tool_takes_patterns() -> None:
         patterns={"send_*": ToolPolicy(idempotent=True, max_result_chars=10)},
     )
     resolved = tool.pipeline.resolver.resolve("send_ping")
-    assert resolved.idempotent is True and resolved.policy.max_result_chars == 50
+    assert resolved.idempotent is True and resolved.policy.output.max_chars == 50
 
 
 def test_patterns_through_every_adapter(harness: Harness) -> None:

@@ -15,7 +15,7 @@ import pytest
 import requests
 from langchain_core import rate_limiters
 
-from langchain_resilient_tools import RetryPolicy, ToolPolicy
+from langchain_resilient_tools import Limits, RetryPolicy, Timeouts, ToolPolicy
 from langchain_resilient_tools.core.hints import is_rate_limited, retry_after
 from langchain_resilient_tools.pipeline import limit
 from langchain_resilient_tools.testing import tool_call
@@ -189,7 +189,7 @@ def test_max_concurrency_holds_for_fifty_parallel_calls(harness: Harness) -> Non
 
     tool = counted("get_item", get_item, coroutine=aget_item)
     calls = [tool_call("get_item", {"n": i}, id=f"c{i}") for i in range(50)]
-    result = harness.run([tool], calls, policy=ToolPolicy(max_concurrency=5))
+    result = harness.run([tool], calls, policy=ToolPolicy(limits=Limits(max_concurrency=5)))
     assert all(result[f"c{i}"].status == "success" for i in range(50))
     assert 1 <= peak[0] <= 5
     assert CALLS["get_item"] == 50
@@ -203,7 +203,9 @@ def test_waiting_for_a_slot_counts_against_the_deadline(harness: Harness) -> Non
         return "late"
 
     tool = counted("get_item", get_item)
-    policy = ToolPolicy(timeout=0.2, max_concurrency=1, retry=RetryPolicy(max_attempts=1))
+    policy = ToolPolicy(
+        timeout=0.2, retry=RetryPolicy(max_attempts=1), limits=Limits(max_concurrency=1)
+    )
     calls = [tool_call("get_item", {"n": i}, id=f"c{i}") for i in range(2)]
     result = harness.run([tool], calls, policy=policy)
     errors = sorted(envelope(result, f"c{i}")["error"] for i in range(2))
@@ -212,7 +214,7 @@ def test_waiting_for_a_slot_counts_against_the_deadline(harness: Harness) -> Non
 
 
 class RecordingLimiter(rate_limiters.InMemoryRateLimiter):
-    """The limiter behind ``rate_limit=10`` (`limit.make_limiter`), on a fake clock,
+    """The limiter behind ``Limits(rate_limit=10)`` (`limit.make_limiter`), on a fake clock,
     recording the clock at each token it grants (under the lock the fake waits take, so
     no thread moves the clock between a grant and its record)."""
 
@@ -267,7 +269,9 @@ def test_calls_per_second_holds_within_ten_percent(
         return get_item(n)
 
     tool = counted("get_item", get_item, coroutine=aget_item)
-    policy = ToolPolicy(rate_limit=fake_limiter, timeout=None, deadline_s=None)
+    policy = ToolPolicy(
+        timeout=None, limits=Limits(rate_limit=fake_limiter), timeouts=Timeouts(deadline=None)
+    )
     calls = [tool_call("get_item", {"n": i}, id=f"c{i}") for i in range(30)]
     result = harness.run([tool], calls, policy=policy)
     assert all(result[f"c{i}"].status == "success" for i in range(30))

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import InjectedToolCallId, StructuredTool, ToolException
 
+from langchain_resilient_tools import Output
 from langchain_resilient_tools.text.redact import looks_secret_key, mask_value, redact
 
 JWT = (
@@ -458,7 +459,7 @@ def test_errors_echo_the_models_arguments_through_every_adapter(harness: Any) ->
             tool_call("read_file", {"path": "/etc/shadow", "token": "s3cr3t-T0ken"}, id="c1"),
             tool_call("get_log", {"name": "app.log"}, id="c2"),
         ],
-        policy=ToolPolicy(expose_error_details=False),
+        policy=ToolPolicy(output=Output(expose_error_details=False)),
     )
     message = json.loads(result["c1"].content)["message"]
     assert "/etc/shadow" in message  # which argument was wrong
@@ -480,7 +481,7 @@ def test_expose_error_details_shows_text_not_paths_or_secrets(harness: Any) -> N
     result = harness.run(
         [counted("get_log", get_log)],
         [tool_call("get_log", {"name": "app.log"}, id="c1")],
-        policy=ToolPolicy(expose_error_details=True),
+        policy=ToolPolicy(output=Output(expose_error_details=True)),
     )
     message = json.loads(result["c1"].content)["message"]
     assert "cannot open" in message  # the text of an unexpected error, redacted

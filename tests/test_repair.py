@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.tools import BaseTool, StructuredTool
 
-from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools import Args, ToolPolicy
 from langchain_resilient_tools.pipeline.admit import AdmitStage
 from langchain_resilient_tools.pipeline.driver import STAGES
 from langchain_resilient_tools.pipeline.repair.logic import (
@@ -290,7 +290,8 @@ def test_repair_scenarios(
     tool = make()
     if raw is not None and harness.adapter == "tool":
         pytest.skip("invalid calls never reach a tool; the node and middleware answer them")
-    policy = ToolPolicy(aliases={"quantity": ["qty"]})
+    # "drop": the table's repairs include dropping an unknown argument (the default rejects)
+    policy = ToolPolicy(args=Args(aliases={"quantity": ["qty"]}, unknown="drop"))
     calls = [tool_call(tool.name, args, id="c1")] if raw is None else []
     bad = [invalid_call(tool.name, raw, id="c1")] if raw is not None else []
     result = harness.run([tool], calls, invalid_tool_calls=bad, policy=policy)
@@ -365,7 +366,7 @@ def test_unknown_args_drop_drops_and_tells(harness: Harness) -> None:
     """``unknown_args="drop"``, the old default, still runs the call without the argument
     and tells the model so."""
     call = tool_call("create_order", {"user_id": 5, "color": "red"}, id="c1")
-    result = harness.run([order_tool()], [call], policy=ToolPolicy(unknown_args="drop"))
+    result = harness.run([order_tool()], [call], policy=ToolPolicy(args=Args(unknown="drop")))
     note, _, body = str(result["c1"].content).partition("\n")
     assert body == "order for 5: 1 x " and "dropped unknown argument 'color'" in note
     assert CALLS["create_order"] == 1

@@ -22,7 +22,7 @@ from langchain_core.tools import BaseTool, StructuredTool, tool
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from langchain_resilient_tools import ResilientToolNode, ToolPolicy
+from langchain_resilient_tools import Args, ResilientToolNode, ToolPolicy
 from langchain_resilient_tools.pipeline.repair.jsontext import parse_args, survives
 from langchain_resilient_tools.pipeline.repair.logic import repair_call
 from langchain_resilient_tools.pipeline.repair.names import closest, words
@@ -152,7 +152,7 @@ def test_drop_keeps_the_old_behaviour_when_asked(harness: Harness) -> None:
     call = tool_call(
         "search_art", {"artist": "Bernini", "material": "marble", "loc": "Rome"}, id="c1"
     )
-    result = harness.run([art_tool()], [call], policy=ToolPolicy(unknown_args="drop"))
+    result = harness.run([art_tool()], [call], policy=ToolPolicy(args=Args(unknown="drop")))
     assert result["c1"].status == "success"
     assert received == [{"artist": "Bernini", "material": "marble", "location": None}]
     assert "dropped unknown argument 'loc'" in result["c1"].content

@@ -30,12 +30,14 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import (
+    Cache,
     CacheKeyInfo,
     ResilientTool,
     ResilientToolNode,
     ResilientToolsMiddleware,
     ResilientToolsState,
     RetryPolicy,
+    Shared,
     ToolPolicy,
 )
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
@@ -117,23 +119,22 @@ GRAPH_TOOLS: dict[str, BaseTool] = {
     "store": get_orders_by_store,
 }
 FEATURES = {
-    "cache": {"cache_ttl_s": 600.0},
-    "stale": {"stale_max_age_s": 600.0},
-    "both": {"cache_ttl_s": 600.0, "stale_max_age_s": 600.0},
+    "cache": {"ttl_s": 600.0},
+    "stale": {"stale_s": 600.0},
+    "both": {"ttl_s": 600.0, "stale_s": 600.0},
 }
 ADAPTERS = ("node", "tool", "middleware")
 MODES = ("sync", "async")
 
 
-def _policy(feature: str, **extra: Any) -> ToolPolicy:
+def _policy(feature: str, **cache: Any) -> ToolPolicy:
     return ToolPolicy(
-        **FEATURES[feature],
+        cache=Cache(**FEATURES[feature], **cache),
         idempotent=True,
         dedup="off",
         retry=RetryPolicy(max_attempts=1),
-        state_backend="store",
         clock=FakeClock(),
-        **extra,
+        shared=Shared(backend="store"),
     )
 
 
@@ -257,11 +258,11 @@ def test_two_workers_sharing_a_store_keep_users_apart(
 def test_declared_inputs_keep_users_apart_even_when_shared_globally(
     kind: str, adapter: str, mode: str
 ) -> None:
-    """With ``cache_scope="global"`` the declared input (a state field, the config) is in
+    """With ``Cache(scope="global")`` the declared input (a state field, the config) is in
     the key: bob never gets alice's result, even on alice's thread id, and alice is
     served hers on another thread."""
     store = _store()
-    worker = _worker(adapter, mode, kind, _policy("both", cache_scope="global"), store)
+    worker = _worker(adapter, mode, kind, _policy("both", scope="global"), store)
     assert worker.ask("alice", thread="shared").content == "orders of alice"
     assert worker.ask("bob", thread="shared", call_id="c2").content == "orders of bob"
     again = worker.ask("alice", thread="another", call_id="c3")
@@ -277,8 +278,8 @@ def test_a_tool_reading_the_whole_state_or_runtime_shares_nothing_across_threads
     kind: str, adapter: str, mode: str
 ) -> None:
     """The whole state (and a `ToolRuntime`, which carries it) differs between threads:
-    even ``"global"`` finds no other thread's result (narrow it with ``cache_key``)."""
-    worker = _worker(adapter, mode, kind, _policy("cache", cache_scope="global"), _store())
+    even ``"global"`` finds no other thread's result (narrow it with ``Cache.key``)."""
+    worker = _worker(adapter, mode, kind, _policy("cache", scope="global"), _store())
     worker.ask("alice", thread="a1")
     assert worker.ask("alice", thread="a2", call_id="c2").content == "orders of alice"
     assert SERVICE["runs"] == 2
@@ -324,7 +325,7 @@ def test_a_pure_tool_shares_across_threads_only_when_told(adapter: str, mode: st
         for scope, runs in (("thread", 2), ("global", 1)):
             SERVICE["runs"] = 0
             worker = _worker(
-                adapter, mode, "weather", _policy("cache", cache_scope=scope), _store()
+                adapter, mode, "weather", _policy("cache", scope=scope), _store()
             )
             ask(worker, "t1", "c1")
             second = ask(worker, "t2", "c2")
@@ -343,7 +344,7 @@ def test_a_key_function_shares_per_user_across_threads(adapter: str, mode: str) 
         seen.append(info)
         return (dict(info.args), info.context.user)
 
-    policy = _policy("cache", cache_scope="global", cache_key=per_user)
+    policy = _policy("cache", scope="global", key=per_user)
     worker = _worker(adapter, mode, "context", policy, _store())
     worker.ask("alice", thread="a1")
     hit = worker.ask("alice", thread="a2", call_id="c2")
@@ -361,7 +362,7 @@ def test_a_failing_key_function_shares_nothing(adapter: str, mode: str) -> None:
     def broken(info: CacheKeyInfo) -> Any:
         raise RuntimeError("no user")
 
-    policy = _policy("both", cache_scope="global", cache_key=broken)
+    policy = _policy("both", scope="global", key=broken)
     worker = _worker(adapter, mode, "context", policy, _store())
     worker.ask("alice")
     assert worker.ask("alice", call_id="c2").content == "orders of alice"
@@ -378,7 +379,7 @@ def test_a_failing_key_function_shares_nothing(adapter: str, mode: str) -> None:
 @pytest.mark.parametrize("scope", ["thread", "global"])
 @pytest.mark.parametrize("feature", list(FEATURES))
 def test_an_injected_argument_is_in_the_key(feature: str, scope: str, mode: str) -> None:
-    wrapped = ResilientTool.wrap(get_orders_by_arg, policy=_policy(feature, cache_scope=scope))
+    wrapped = ResilientTool.wrap(get_orders_by_arg, policy=_policy(feature, scope=scope))
 
     def ask(user: str, call_id: str) -> Any:
         call = tool_call("get_orders_by_arg", {"user_id": user}, id=call_id)
@@ -411,7 +412,7 @@ def test_kept_values_are_digests_never_the_inputs_in_clear() -> None:
 def test_dedup_never_reaches_past_a_thread(adapter: str, mode: str) -> None:
     """Dedup reuses an identical call's result within its thread only, also across
     workers sharing a store: bob's identical call runs and gets his own answer."""
-    policy = ToolPolicy(idempotent=True, state_backend="store", clock=FakeClock())
+    policy = ToolPolicy(idempotent=True, clock=FakeClock(), shared=Shared(backend="store"))
     store = _store()
     one, two = (_worker(adapter, mode, "context", policy, store) for _ in range(2))
     assert one.ask("alice").content == "orders of alice"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from langchain_resilient_tools import RetryBudget as BudgetOptions
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
 from langchain_resilient_tools.pipeline.retry.budget import RetryBudget
 from langchain_resilient_tools.testing import tool_call
@@ -24,7 +25,7 @@ def test_budget_allows_minimum_plus_ratio_of_calls() -> None:
 
 def test_budget_stops_a_retry_storm(harness: Harness) -> None:
     policy = ToolPolicy(
-        retry=RetryPolicy(max_attempts=5, budget_ratio=0.1, budget_min=3),
+        retry=RetryPolicy(max_attempts=5, budget=BudgetOptions(ratio=0.1, min=3)),
         clock=FakeClock(),
         dedup="off",
     )
@@ -42,7 +43,7 @@ def test_budget_stops_a_retry_storm(harness: Harness) -> None:
 
 
 def test_healthy_retries_stay_within_budget(harness: Harness) -> None:
-    policy = ToolPolicy(retry=RetryPolicy(max_attempts=3, budget_ratio=0.0, budget_min=2))
+    policy = ToolPolicy(retry=RetryPolicy(max_attempts=3, budget=BudgetOptions(ratio=0.0, min=2)))
     result = harness.run(
         [flaky_tool("search_docs", failures=2)],
         [tool_call("search_docs", {"query": "q"}, id="c1")],
@@ -52,7 +53,7 @@ def test_healthy_retries_stay_within_budget(harness: Harness) -> None:
 
 
 def test_budget_off_retries_every_call(harness: Harness) -> None:
-    policy = ToolPolicy(retry=RetryPolicy(max_attempts=3, budget_ratio=None), dedup="off")
+    policy = ToolPolicy(retry=RetryPolicy(max_attempts=3, budget=None), dedup="off")
     calls = [tool_call("search_docs", {"query": f"q{i}"}, id=f"c{i}") for i in range(10)]
     harness.run([failing_tool("search_docs", ConnectionError("down"))], calls, policy=policy)
     assert CALLS["search_docs"] == 30

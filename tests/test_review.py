@@ -1,4 +1,4 @@
-"""Ambiguous writes a person decides: ``ToolPolicy(on_unknown_outcome="interrupt")``.
+"""Ambiguous writes a person decides: ``ToolPolicy(unknown_outcome="interrupt")``.
 
 Through `ResilientToolNode` and `ResilientToolsMiddleware` (``create_agent``), sync and
 async, in compiled graphs with LangGraph's in-memory checkpointer. A fake order service
@@ -22,6 +22,7 @@ from langchain_resilient_tools import (
     HumanDecision,
     ResilientTool,
     ToolPolicy,
+    UnknownOutcome,
     UsageError,
     VerifyInfo,
 )
@@ -30,7 +31,7 @@ from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.test_verify import OrderService, order_tool
 
-ASK = ToolPolicy(on_unknown_outcome="interrupt")
+ASK = ToolPolicy(unknown_outcome="interrupt")
 
 
 @pytest.fixture(
@@ -79,10 +80,12 @@ class Run:
     """One graph and thread: start it, then answer each question it asks."""
 
     def __init__(
-        self, h: Harness, tools: list[BaseTool], ai: AIMessage, tool: str = "create_order", **policy: Any
-    ) -> None:
+        self, h: Harness, tools: list[BaseTool], ai: AIMessage, tool: str = "create_order",
+        verify: Any = None,
+    ) -> None:  # fmt: skip
         self.h, self.tools, self.ai = h, tools, ai
-        self.policies = {tool: ToolPolicy(on_unknown_outcome="interrupt", **policy)}
+        ask = UnknownOutcome(verify=verify, action="interrupt")
+        self.policies = {tool: ToolPolicy(unknown_outcome=ask)}
         self.saver = InMemorySaver()
         self.graph = self.build()
         self.out = self._invoke(self._start())

@@ -107,7 +107,9 @@ def test_good_step_resets_the_count(kind: str, mode: str) -> None:
 
 
 def test_zero_rollbacks_means_feedback() -> None:
-    policy = POLICY.model_copy(update={"max_consecutive_rollbacks": 0})
+    policy = POLICY.model_copy(
+        update={"results": POLICY.results.model_copy(update={"max_rollbacks": 0})}
+    )
     graph, _ = build("node", [search()], [*asks("a"), AIMessage("done")], policy)
     state = graph.invoke({"messages": [HumanMessage("go")]}, CONFIG)
     kept = [m for m in state["messages"] if isinstance(m, ToolMessage)]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import StructuredTool, ToolException
 
-from langchain_resilient_tools import RetryPolicy, ToolPolicy
+from langchain_resilient_tools import Output, RetryPolicy, Timeouts, ToolPolicy
 from langchain_resilient_tools.testing import invalid_call, tool_call
 from tests.conftest import Harness
 from tests.tools import (
@@ -55,7 +55,7 @@ def test_success(harness: Harness) -> None:
     again = harness.run(
         [ok_tool()],
         [tool_call("get_weather", {"city": "Paris"}, id="c2")],
-        policy=ToolPolicy(attach_record=True),
+        policy=ToolPolicy(output=Output(attach_record=True)),
     )
     record = again["c2"].response_metadata["resilience"]
     assert record["attempts"] == 1 and record["outcome"] == "success"
@@ -128,7 +128,7 @@ def test_hung_sync_tool_threads_are_counted_and_capped(harness: Harness) -> None
     """Each adapter runs sync tools on the pipeline's own workers, in both modes (under
     ``create_agent``'s async path too, where LangChain would use the loop's default
     executor): a thread left hung at its deadline is counted, and once a tool holds
-    ``max_abandoned_threads`` of them its calls are refused at once, without running."""
+    ``Timeouts.max_abandoned_threads`` of them its calls are refused at once, without running."""
     release = harness.hang_event()
     threads: list[str] = []
 
@@ -138,7 +138,7 @@ def test_hung_sync_tool_threads_are_counted_and_capped(harness: Harness) -> None
         return "late"
 
     tool = counted(f"get_stuck_{harness.adapter}_{harness.mode}", hang)
-    policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=1), max_abandoned_threads=2)
+    policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=1), timeouts=Timeouts(max_abandoned_threads=2))
     turns = [[tool_call(tool.name, {"query": str(i)}, id=f"c{i}")] for i in range(3)]
     results = harness.run_turns([tool], turns, policy=policy)  # one adapter, three turns
     errors = [body(results[i][f"c{i}"])["error"] for i in range(3)]

@@ -11,7 +11,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import InjectedState
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from langchain_resilient_tools import ToolPolicy
+from langchain_resilient_tools import Args, ToolPolicy
 from langchain_resilient_tools.core.call import CallRecord
 from langchain_resilient_tools.core.errors import ToolRaised
 from langchain_resilient_tools.core.policy import PolicyResolver
@@ -252,7 +252,7 @@ def test_dropped_arguments_are_named_when_the_call_still_fails(
         pytest.skip("invalid calls never reach a tool; the node and middleware answer them")
     tool = booking_tool()
     sent = {"nights": 1, "breakfast_xyz": True}  # `room` missing, an unknown argument
-    policy = ToolPolicy(unknown_args="drop")
+    policy = ToolPolicy(args=Args(unknown="drop"))
     if malformed:
         raw = json.dumps(sent)[:-1] + ",}"  # a trailing comma: repaired, then validated
         bad = [invalid_call("book_room", raw, id="c1")]

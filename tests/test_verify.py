@@ -1,4 +1,4 @@
-"""Ambiguous writes verified: ``ToolPolicy(verify=...)`` through every adapter, sync and async.
+"""Ambiguous writes verified: ``ToolPolicy(unknown_outcome=UnknownOutcome(verify=...))`` through every adapter, sync and async.
 
 A fake order service records each order under the call's idempotency key; a lookup by
 that key tells whether a write whose outcome was unknown took effect. No path runs a
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
 
-from langchain_resilient_tools import ToolPolicy, VerifyInfo
+from langchain_resilient_tools import ToolPolicy, UnknownOutcome, VerifyInfo
 from langchain_resilient_tools.core.errors import AttemptTimeout
 from langchain_resilient_tools.pipeline.verify import Lookup, lookup_outcome, may_run_again, settle
 from langchain_resilient_tools.testing import tool_call
@@ -76,7 +76,7 @@ def lookup_kind(request: pytest.FixtureRequest) -> str:
 
 def policy_for(service: OrderService, kind: str, **kw: Any) -> ToolPolicy:
     verify = service.lookup if kind == "sync" else service.alookup
-    return ToolPolicy(verify=verify, **kw)
+    return ToolPolicy(unknown_outcome=UnknownOutcome(verify=verify), **kw)
 
 
 def test_verify_finds_the_write(harness: Harness, lookup_kind: str) -> None:
@@ -114,7 +114,11 @@ def test_a_failed_lookup_answers_unknown_outcome(harness: Harness) -> None:
     def broken(info: VerifyInfo) -> str | None:
         raise RuntimeError("orders index unavailable")
 
-    result = harness.run([order_tool(service)], CALL, policy=ToolPolicy(verify=broken))
+    result = harness.run(
+        [order_tool(service)],
+        CALL,
+        policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=broken)),
+    )
     assert body(result["c1"])["error"] == "unknown_outcome"
     assert len(service.keys) == 1
 
@@ -127,7 +131,7 @@ def test_a_lookup_that_does_not_answer_in_time_is_unknown(harness: Harness) -> N
         await asyncio.get_running_loop().run_in_executor(None, release.wait, 5)
         return None
 
-    policy = ToolPolicy(verify=stuck, verify_timeout=0.05)
+    policy = ToolPolicy(unknown_outcome=UnknownOutcome(verify=stuck, verify_timeout=0.05))
     result = harness.run([order_tool(service)], CALL, policy=policy)
     assert body(result["c1"])["error"] == "unknown_outcome"
     assert len(service.keys) == 1
@@ -147,7 +151,7 @@ def test_after_a_timeout_a_write_not_found_is_not_run_again(harness: Harness) ->
         return service.create(item, idempotency_key)
 
     tool = StructuredTool.from_function(create_order)
-    policy = ToolPolicy(verify=slow_lookup, timeout=0.2)  # time for the write to start
+    policy = ToolPolicy(unknown_outcome=UnknownOutcome(verify=slow_lookup), timeout=0.2)  # time for the write to start
     result = harness.run([tool], CALL, policy=policy)
     assert body(result["c1"])["error"] == "unknown_outcome"
     release.set()
@@ -165,7 +169,7 @@ def test_reads_are_not_verified(harness: Harness) -> None:
         calls.append(info)
         return "found"
 
-    policy = ToolPolicy(verify=lookup, retry={"max_attempts": 1})  # type: ignore[arg-type]
+    policy = ToolPolicy(retry={"max_attempts": 1}, unknown_outcome=UnknownOutcome(verify=lookup))  # type: ignore[arg-type]
     tool = StructuredTool.from_function(get_order)
     result = harness.run([tool], [tool_call("get_order", {"item": "tea"}, id="c1")], policy=policy)
     assert body(result["c1"])["error"] == "transient_failure"

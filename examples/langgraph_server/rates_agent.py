@@ -1,7 +1,7 @@
 """An agent made with `create_agent` and `ResilientToolsMiddleware`, served by `langgraph dev`.
 
 Its rates service is down. The breaker of `get_exchange_rate` lives in the server's
-store (``state_backend="store"``), so every run on every thread, and the server after a
+store (``shared=Shared(backend="store")``), so every run on every thread, and the server after a
 restart, sees the one circuit: once it is open, no run calls the service until
 `recovery_time` has passed. The model is scripted so that the example runs offline.
 """
@@ -16,6 +16,7 @@ from langchain_resilient_tools import (
     BreakerPolicy,
     ResilientToolsMiddleware,
     RetryPolicy,
+    Shared,
     ToolPolicy,
 )
 from langchain_resilient_tools.prompts import with_tool_error_guidance
@@ -40,7 +41,7 @@ agent = create_agent(
             policies={
                 "get_exchange_rate": ToolPolicy(
                     breaker=BreakerPolicy(failure_threshold=3, recovery_time=600),
-                    state_backend="store",  # the server's store: shared by every run
+                    shared=Shared(backend="store"),  # the server's store: shared by every run
                 )
             },
         )

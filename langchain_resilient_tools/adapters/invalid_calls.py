@@ -98,7 +98,7 @@ def _repaired(
         return None
     policy = pipeline.resolver.resolve(name).policy
     result = repair_call(
-        raw, tool_schema(tool).facts, policy.aliases, unknown_args=policy.unknown_args
+        raw, tool_schema(tool).facts, policy.args.aliases, unknown_args=policy.args.unknown
     )
     if result.args is None:
         return None

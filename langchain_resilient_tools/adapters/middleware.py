@@ -65,7 +65,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             ``"search_*"``) between `policy` and `policies`; see `PolicyResolver`.
         store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which breakers,
             dedup ledger and caches are shared by every worker; `None` keeps them
-            in-process (see `ToolPolicy.state_backend`).
+            in-process (see `Shared.backend`).
     """
 
     state_schema = ResilientAgentState

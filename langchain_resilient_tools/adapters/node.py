@@ -58,7 +58,7 @@ class ResilientToolNode(StepNode):
             ``"search_*"``) between `policy` and `policies`; see `PolicyResolver`.
         store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which breakers,
             dedup ledger and caches are shared by every worker; `None` keeps them
-            in-process (see `ToolPolicy.state_backend`).
+            in-process (see `Shared.backend`).
         handle_tool_errors: As in `ToolNode`, for an exception that came from a tool or
             from its own argument validation: `None` (default) and `True` answer with
             the error envelope; `False` re-raises it (`ToolInvocationError` for bad

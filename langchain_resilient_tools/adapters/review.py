@@ -1,4 +1,4 @@
-"""Asking a person about a write whose outcome is unknown (``on_unknown_outcome="interrupt"``).
+"""Asking a person about a write whose outcome is unknown (``unknown_outcome="interrupt"``).
 
 LangGraph resumes an interrupted node by running it again from the start, so nothing
 that has an effect may run before the ``interrupt()`` on the second pass. Each call

@@ -16,7 +16,7 @@ Stages cannot write graph state; they leave what should be written on the call
   is in memory only, and ``rollback`` degrades to the ``low_quality_result`` envelope.
 
 Rollbacks are counted (``tool_ledger["rollbacks"]``, or in memory per thread when the
-state has no ledger); past `ToolPolicy.max_consecutive_rollbacks` the low-quality
+state has no ledger); past `ResultChecks.max_rollbacks` the low-quality
 envelope stays as feedback. A step without low-quality results resets the count.
 """
 
@@ -53,7 +53,7 @@ def wants_rollback(outcome: Outcome) -> bool:
     return (
         failure is not None
         and failure.error is ToolErrorType.LOW_QUALITY_RESULT
-        and outcome.call.resolved.policy.on_low_quality == "rollback"
+        and outcome.call.resolved.policy.results.on_low_quality == "rollback"
     )
 
 
@@ -75,7 +75,7 @@ def annotate(answer: T, outcome: Outcome) -> T:
     if wants_rollback(outcome):
         marks[ROLLBACK_META] = {
             "guidance": guidance(outcome),
-            "max": outcome.call.resolved.policy.max_consecutive_rollbacks,
+            "max": outcome.call.resolved.policy.results.max_rollbacks,
         }
     if not marks:
         return answer

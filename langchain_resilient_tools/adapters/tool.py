@@ -80,7 +80,7 @@ class ResilientTool(BaseTool):
         """Wrap a `BaseTool` or a plain function (made a tool with ``@tool`` rules).
 
         `store`: a LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which the breaker,
-        dedup ledger and caches are shared by every worker (see `ToolPolicy.state_backend`).
+        dedup ledger and caches are shared by every worker (see `Shared.backend`).
         """
         if isinstance(tool, ResilientTool):
             raise UsageError(f"{tool.name!r} is already a ResilientTool")
@@ -88,9 +88,9 @@ class ResilientTool(BaseTool):
             if not callable(tool):
                 raise UsageError("ResilientTool.wrap takes a BaseTool or a function")
             tool = make_tool(tool)
-        if policy is not None and policy.isolate:
+        if policy is not None and policy.timeouts.isolate:
             check_picklable(tool)
-        if policy is not None and policy.on_unknown_outcome == "interrupt":
+        if policy is not None and policy.unknown_outcome.action == "interrupt":
             raise UsageError(NO_INTERRUPT)
         wrapped = cls(
             name=tool.name,

@@ -20,7 +20,7 @@ exception, to an envelope::
     │   └── WriteInFlight             a journaled write another live worker still runs
     ├── Recorded                      a journal receipt's failure, answered again
     ├── LowQualityResult              a successful call whose result is useless
-    ├── StateUnavailable              the shared state store failed (``on_backend_error="closed"``)
+    ├── StateUnavailable              the shared state store failed (``Shared(on_error="closed")``)
     └── SessionUnavailable            a session-bound tool's event loop cannot run a sync call
 
 `UsageError` is developer-facing: a wrong configuration raises it at construction time

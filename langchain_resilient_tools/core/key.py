@@ -2,7 +2,7 @@
 
 `call_key` is dedup's: the tool name plus the model's arguments (injected ones
 excluded) in a canonical form: keys sorted, strings with their whitespace normalised,
-numbers and booleans as JSON writes them. `ToolPolicy.dedup_key` narrows the arguments
+numbers and booleans as JSON writes them. `Dedup.key` narrows the arguments
 to some fields, or computes the key. Dedup never reaches past one thread (see
 `pipeline.dedup.logic.scope_of`).
 
@@ -40,8 +40,8 @@ def canonical(value: Any) -> Any:
 
 
 def key_basis(call: Call) -> Any:
-    """The part of the arguments that identifies the call (`ToolPolicy.dedup_key`)."""
-    spec = call.resolved.policy.dedup_key
+    """The part of the arguments that identifies the call (`Dedup.key`)."""
+    spec = call.resolved.policy.dedup.key
     if spec is None:
         return canonical(call.args)
     if callable(spec):
@@ -75,22 +75,22 @@ def result_key(call: Call) -> str | None:
 
     A digest of: the tool name; the scope (``"thread"``: the thread id, the runtime
     context and ``configurable``; ``"global"``: nothing more); and what identifies the
-    result (`ToolPolicy.cache_key`'s value, else the canonical arguments and the
+    result (`Cache.key`'s value, else the canonical arguments and the
     declared inputs, `core.reads.declared_reads`). Values are digested, never kept.
     """
     if _RESULT_KEY in call.extras:
         found: str | None = call.extras[_RESULT_KEY]
         return found
     policy = call.resolved.policy
-    scope: list[Any] = [policy.cache_scope]
-    if policy.cache_scope == "thread":
+    scope: list[Any] = [policy.cache.scope]
+    if policy.cache.scope == "thread":
         scope += [call.thread_id, *ambient(call)]
     key: str | None
     try:
-        if policy.cache_key is not None:
-            basis: list[Any] = ["key", policy.cache_key(key_info(call))]
+        if policy.cache.key is not None:
+            basis: list[Any] = ["key", policy.cache.key(key_info(call))]
         else:
-            whole_state = policy.cache_scope == "global"
+            whole_state = policy.cache.scope == "global"
             basis = ["args", key_basis(call), declared_reads(call, whole_state=whole_state)]
         key = _digest([call.name, scope, basis])
     except Exception:  # a failing key function: this call shares nothing

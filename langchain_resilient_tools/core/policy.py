@@ -1,8 +1,12 @@
-"""Policies: frozen, keyword-only, validated when built.
+"""`ToolPolicy`: how calls to one tool are protected, and how the policies given to an
+adapter resolve into one per tool.
 
-`ToolPolicy` says how one tool is protected. `policy=` on an adapter is the default for
-every tool and `policies={name: ToolPolicy(...)}` refines it per tool: a per-tool policy
-overrides only the fields it sets explicitly (see `PolicyResolver`).
+A policy is a few plain fields (`timeout`, `idempotent`, `fallback`) and one options
+group per strategy, in `STAGES` order (`core.options`, `core.strategies`):
+``ToolPolicy(timeout=5, retry=3, cache=Cache(ttl_s=60), dedup="block")``. `policy=` on
+an adapter is the default for every tool and `policies={name: ToolPolicy(...)}` refines
+it per tool, group by group (`overlay`, `PolicyResolver`). The flat names of earlier
+releases still work for one minor release (`core.policy_compat`).
 """
 
 from __future__ import annotations
@@ -12,90 +16,53 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.rate_limiters import BaseRateLimiter
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .annotations import AnnotationTrust, ToolHints, classify, hints_of, set_aside
 from .errors import UsageError
+from .frozen import Options
+from .hooks import (
+    CacheKeyBuilder,
+    CacheKeyInfo,
+    CacheScope,
+    DedupMode,
+    FallbackSource,
+    IdempotencyInfo,
+    KeyBuilder,
+    LowQualityAction,
+    RetryOn,
+    UnknownOutcomeAction,
+    Verifier,
+    VerifyInfo,
+)
+from .options import (
+    Args,
+    Cache,
+    Dedup,
+    Journal,
+    Limits,
+    Output,
+    ResultChecks,
+    Shared,
+    Timeouts,
+    UnknownOutcome,
+)
+from .strategies import AdaptiveTimeout, BreakerPolicy, Hedge, RetryBudget, RetryPolicy
+
+__all__ = [  # the names other modules import from here
+    "AdaptiveTimeout", "Args", "BreakerPolicy", "Cache", "CacheKeyBuilder", "CacheKeyInfo",
+    "CacheScope", "Dedup", "DedupMode", "FallbackSource", "Hedge", "IdempotencyInfo",
+    "Journal", "KeyBuilder", "Limits", "LowQualityAction", "Options", "Output",
+    "PolicyResolver", "ResolvedPolicy", "ResultChecks", "RetryBudget", "RetryOn",
+    "RetryPolicy", "Shared", "Timeouts", "ToolPolicy", "UnknownOutcome",
+    "UnknownOutcomeAction", "Verifier", "VerifyInfo", "check_policy_names",
+    "infer_idempotent", "overlay", "pattern_specificity",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class IdempotencyInfo:
-    """What a key-building callable (``ToolPolicy(idempotency_key=fn)``) receives."""
-
-    tool_name: str
-    args: Mapping[str, Any]
-    """The model's arguments (after repair), without injected ones."""
-    thread_id: str | None
-    """``config["configurable"]["thread_id"]`` of the run, if any."""
-    tool_call_id: str
-    """The id of the tool call in the ``AIMessage`` (persisted in checkpoints)."""
-
-
-KeyBuilder = Callable[[IdempotencyInfo], str]
-"""Builds the idempotency key of one call; must be deterministic for a resume to work."""
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyInfo:
-    """What a ``ToolPolicy(verify=fn)`` callable receives about a write whose outcome is
-    unknown (it timed out or lost its connection after it was sent)."""
-
-    tool_name: str
-    args: Mapping[str, Any]
-    """The model's arguments (after repair), without injected ones."""
-    idempotency_key: str
-    """The call's idempotency key (the one a tool taking keys was given)."""
-    tool_call_id: str
-    thread_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class CacheKeyInfo:
-    """What a ``ToolPolicy(cache_key=fn)`` callable receives: everything a tool call can
-    be told apart by, so that the key can name whose result it is."""
-
-    tool_name: str
-    args: Mapping[str, Any]
-    """The model's arguments (after repair), without injected ones."""
-    thread_id: str | None
-    """``config["configurable"]["thread_id"]`` of the run, if any."""
-    context: Any
-    """LangGraph's runtime context of the run (``context_schema``), if any."""
-    configurable: Mapping[str, Any]
-    """The run's ``config["configurable"]`` without LangGraph's own per-step keys."""
-    state: Any
-    """The graph state the call came with, if any."""
-
-
-CacheKeyBuilder = Callable[[CacheKeyInfo], Any]
-"""Says which results a call may be served: calls with equal values share results
-(within `ToolPolicy.cache_scope`). Any JSON-like value; it is digested, never stored."""
-
-CacheScope = Literal["thread", "global"]
-"""Who may be served a result kept by the cache or the stale fallback: the calls of the
-same conversation thread, or every caller of the adapter (or of its shared store)."""
-
-
-Verifier = Callable[[VerifyInfo], Any]
-"""Looks a write up: returns its result if it happened, `None` if it did not (may be
-``async def``); raising, or not answering within ``verify_timeout``, means "unknown"."""
-
-
-DedupMode = Literal["reuse", "block", "warn", "off"]
-"""What happens when the same call is made again (see the README's policy reference)."""
-
-LowQualityAction = Literal["retry", "feedback", "rollback"]
-"""What happens when a result check flags a successful but useless result."""
-
-RetryOn = type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool]
-"""Exception types to retry, or a predicate over the exception the tool raised."""
 
 READ_PREFIXES: tuple[str, ...] = (
     "get", "search", "list", "read", "fetch", "find", "lookup", "look_up", "query",
@@ -131,130 +98,54 @@ def infer_idempotent(tool_name: str) -> bool:
     return False
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True
-    )
+class ToolPolicy(Options):
+    """How calls to one tool are protected. Every option has a safe default.
 
+    One-liners for the common cases: ``ToolPolicy.flaky_read()``,
+    ``ToolPolicy.critical_write(verify=...)``, ``ToolPolicy.mcp()``. Shorthands:
+    ``timeout=5``, ``retry=3`` (``None``: one attempt), ``dedup="block"``,
+    ``hedge="auto"`` or ``hedge=0.2``, ``cache=60`` (a TTL), ``journal=False``,
+    ``unknown_outcome="interrupt"``; and, as in earlier releases, ``aliases=``,
+    ``result_checks=``, ``on_low_quality=``, ``max_result_chars=``.
+    """
 
-class RetryPolicy(_Frozen):
-    """Exponential backoff with jitter, driven by tenacity."""
+    if TYPE_CHECKING:  # what a type checker and an IDE show: the shorthands included
 
-    max_attempts: int = Field(default=3, ge=1, le=100)
-    """Attempts in all, the first call included (1 turns retry off)."""
-    initial_delay: float = Field(default=0.5, ge=0)
-    """Seconds to wait before the first retry."""
-    max_delay: float = Field(default=10.0, ge=0)
-    """Upper bound of any single wait, in seconds."""
-    multiplier: float = Field(default=2.0, ge=1)
-    """Each wait is the previous one times this."""
-    jitter: float = Field(default=0.5, ge=0)
-    """Up to this many random seconds are added to each wait."""
-    retry_on: RetryOn | None = None
-    """Exception types, or a predicate, that are worth another attempt. `None` retries
-    transient failures: timeouts, connection and OS errors, HTTP 429/5xx, and exceptions
-    that carry ``retryable = True``. `ValueError`, `ToolException` and validation errors
-    are never retried by default."""
-    retry_refused_writes: bool = True
-    """Retry a call that is not safe to repeat when its service refused it with a rate
-    limit (HTTP 429, or an exception with a retry hint): the service did not act on it,
-    so it is not an ``unknown_outcome``. `False`: such calls are never retried."""
-    budget_ratio: float | None = Field(default=0.5, ge=0)
-    """Retry budget, shared by all calls of one tool: within `budget_window` seconds at
-    most ``budget_min + budget_ratio * calls`` retries are made, so a failing service
-    does not get a retry storm. `None` turns the budget off. The default, 0.5, lets a
-    service failing 30% of calls recover nearly every call while a service that is down
-    gets at most 1.5 times its normal load instead of `max_attempts` times."""
-    budget_min: int = Field(default=10, ge=0)
-    """Retries always allowed per `budget_window`, however few calls were made."""
-    budget_window: float = Field(default=10.0, gt=0)
-    """Length in seconds of the sliding window the retry budget counts over (in ten
-    slices: a call may be forgotten up to a tenth of the window early)."""
+        def __init__(
+            self,
+            *,
+            idempotent: bool | None = None,
+            idempotency_key: bool | KeyBuilder = False,
+            args: Args = ...,
+            journal: Journal | bool = ...,
+            dedup: Dedup | DedupMode | None = ...,
+            fallback: Any = None,
+            cache: Cache | float | None = ...,
+            unknown_outcome: UnknownOutcome | UnknownOutcomeAction = ...,
+            retry: RetryPolicy | int | None = ...,
+            hedge: Hedge | float | Literal["auto"] | None = None,
+            breaker: BreakerPolicy | None = None,
+            results: ResultChecks = ...,
+            limits: Limits = ...,
+            timeout: float | None = 30.0,
+            timeouts: Timeouts = ...,
+            output: Output = ...,
+            shared: Shared = ...,
+            clock: Callable[[], float] = ...,
+            aliases: Mapping[str, Sequence[str]] = ...,
+            result_checks: Sequence[Callable[[Any], str | None]] = ...,
+            on_low_quality: LowQualityAction = ...,
+            max_result_chars: int | None = ...,
+        ) -> None: ...
 
-    @model_validator(mode="after")
-    def _check(self) -> RetryPolicy:
-        if self.max_delay < self.initial_delay:
-            raise UsageError("RetryPolicy.max_delay must be >= initial_delay")
-        ro = self.retry_on
-        if ro is not None and not (
-            _is_exc_type(ro)
-            or (isinstance(ro, tuple) and all(_is_exc_type(t) for t in ro))
-            or (callable(ro) and not isinstance(ro, type))
-        ):
-            raise UsageError("RetryPolicy.retry_on takes exception types or a predicate")
-        return self
-
-
-def _is_exc_type(x: object) -> bool:
-    return isinstance(x, type) and issubclass(x, BaseException)
-
-
-class BreakerPolicy(_Frozen):
-    """When a tool's circuit breaker opens and how it recovers."""
-
-    failure_threshold: int = Field(default=5, ge=1)
-    """Consecutive failed attempts that open the circuit."""
-    recovery_time: float = Field(default=30.0, gt=0)
-    """Seconds the circuit stays open before one probe call is let through."""
-    failure_rate: float | None = Field(default=None, gt=0, le=1)
-    """Also open when this share of the calls in the last `window` seconds failed (once
-    at least `min_calls` were made); `None` uses the consecutive count only."""
-    window: float = Field(default=60.0, gt=0)
-    """Seconds of history the failure rate is computed over (in ten slices: a call may
-    be forgotten up to a tenth of the window early)."""
-    min_calls: int = Field(default=10, ge=1)
-    """Calls needed in the window before the failure rate can open the circuit."""
-    slow_call_s: float | None = Field(default=None, gt=0)
-    """A successful attempt slower than this counts as a failure (the result is kept)."""
-    count_low_quality: bool = False
-    """Count results flagged by `result_checks` as failures."""
-    on_state_change: Callable[[str, str, str], None] | None = None
-    """Called as ``(tool, old_state, new_state)`` on every transition; states are
-    ``"closed"``, ``"open"`` and ``"half_open"``. Errors it raises are logged, not raised."""
-
-
-class AdaptiveTimeout(_Frozen):
-    """A per-tool timeout derived from the tool's own latency history."""
-
-    percentile: float = Field(default=0.99, gt=0, le=1)
-    """Which latency of the recent successful attempts to start from (0.99 = p99)."""
-    factor: float = Field(default=2.0, ge=1)
-    """The timeout is the percentile times this factor ..."""
-    min_timeout: float = Field(default=0.05, gt=0)
-    """... but never below this many seconds ..."""
-    max_timeout: float = Field(default=60.0, gt=0)
-    """... nor above this many."""
-    window: int = Field(default=100, ge=1)
-    """How many recent latencies are kept."""
-    min_samples: int = Field(default=10, ge=1)
-    """Until this many latencies are known, the configured `timeout` is used."""
-
-    @model_validator(mode="after")
-    def _check(self) -> AdaptiveTimeout:
-        if self.max_timeout < self.min_timeout:
-            raise UsageError("AdaptiveTimeout.max_timeout must be >= min_timeout")
-        if self.min_samples > self.window:
-            raise UsageError("AdaptiveTimeout.min_samples must be <= window")
-        return self
-
-
-FallbackSource = Literal["stale_cache", "fallback"]
-"""A source of the fallback chain: the last good result, or the policy's `fallback`."""
-
-
-class ToolPolicy(_Frozen):
-    """How calls to one tool are protected. Every field has a safe default."""
-
-    timeout: float | None = Field(default=30.0, gt=0)
-    """Seconds per attempt, or `None` for no timeout. A timed-out attempt returns control
-    at the deadline; a sync tool's thread is abandoned (Python cannot kill a thread)."""
+    # -- what the tool is ------------------------------------------------------------
     idempotent: bool | None = None
     """Safe to run twice? `None` infers it from the tool name (`READ_PREFIXES`,
     `WRITE_PREFIXES`); unknown names count as not idempotent. Only idempotent tools are
-    retried, and a non-idempotent call that may have taken effect is answered with
-    ``unknown_outcome`` instead of being run again. With `None`, a tool's MCP annotations
-    (``readOnlyHint``, ``idempotentHint``, ...) decide before its name, as far as
-    `annotations` trusts them."""
+    retried and hedged, and a non-idempotent call that may have taken effect is
+    answered with ``unknown_outcome`` instead of being run again. With `None`, a tool's
+    MCP annotations (``readOnlyHint``, ``idempotentHint``, ...) decide before its name,
+    as far as `annotations` trusts them."""
     annotations: AnnotationTrust = "cautious"
     """How far a tool's own annotations (MCP tool annotations, in ``tool.metadata``) decide
     whether it is a read or a write when `idempotent` is `None`. ``"cautious"`` (the
@@ -271,244 +162,56 @@ class ToolPolicy(_Frozen):
     ``idempotency_key: Annotated[str, InjectedToolArg]`` (never in the model's schema).
     Such a tool counts as idempotent whatever `idempotent` says: it is retried, and a
     repeated call gets the earlier answer."""
+    # -- the stages, in `STAGES` order -------------------------------------------------
+    args: Args = Args()
+    """Repair of the model's arguments: `Args.aliases`, what happens to unknown ones."""
+    journal: Journal = Journal()
+    """The durable journal of writes; ``journal=False`` turns it off."""
+    dedup: Dedup = Dedup()
+    """Repeated identical calls; ``dedup="block"`` sets the mode."""
+    fallback: Any = None
+    """Stub data, or a callable ``(tool_name, args) -> data``, used when every attempt
+    failed (after the stale result, see `Cache.fallback_order`)."""
+    cache: Cache = Cache()
+    """The result cache and the stale fallback of idempotent tools; ``cache=60`` caches
+    results for 60 s."""
+    unknown_outcome: UnknownOutcome = UnknownOutcome()
+    """A write whose outcome is unknown: look it up (`UnknownOutcome.verify`), tell the
+    model, or ask a person (``unknown_outcome="interrupt"``)."""
     retry: RetryPolicy = RetryPolicy()
-    """Backoff and which failures are retried (idempotent tools only)."""
+    """Backoff and which failures are retried (idempotent tools only); ``retry=3`` is 3
+    attempts in all, ``retry=None`` one."""
+    hedge: Hedge | None = None
+    """Hedged reads (idempotent tools only): ``hedge="auto"`` or a delay in seconds;
+    `None` (the default): off."""
     breaker: BreakerPolicy | None = None
     """Circuit breaker settings, or `None` for no breaker."""
-    aliases: Mapping[str, Sequence[str]] = Field(default_factory=dict)
-    """``{"canonical_arg": ["wrong_name", ...]}``: argument names the model may use instead."""
-    unknown_args: Literal["drop", "reject"] = "reject"
-    """Arguments the tool's schema does not know (after name repair): ``"drop"`` removes
-    them and tells the model so (a repair); ``"reject"`` answers ``invalid_arguments``
-    listing each as ``unexpected``. A schema that allows extra keys keeps them either way."""
-    dedup: DedupMode | None = None
-    """Repeated identical calls: `None` reuses for idempotent tools, blocks for others."""
-    dedup_key: Sequence[str] | Callable[[dict[str, Any]], Any] | None = None
-    """What makes two calls "the same": `None` uses every argument; a list of argument
-    names uses only those; a callable ``(args) -> value`` computes the key itself."""
-    dedup_ttl: float = Field(default=600.0, gt=0)
-    """Seconds an earlier call is remembered for dedup."""
-    dedup_max_entries: int = Field(default=1024, ge=1)
-    """Calls remembered per tool (per adapter); the oldest are forgotten first."""
-    dedup_looping_after: int = Field(default=2, ge=1)
-    """Repeats of one call after which the model is told it is going in circles."""
-    result_checks: Sequence[Callable[[Any], str | None]] = ()
-    """Callables that return a reason (str) when a successful result is useless, else None."""
-    on_low_quality: LowQualityAction = "feedback"
-    """What to do when a result check fires."""
-    max_consecutive_rollbacks: int = Field(default=2, ge=0)
-    """Rollbacks in a row (counted in graph state) before ``rollback`` degrades to feedback."""
-    fallback: Any = None
-    """Stub data, or a callable ``(tool_name, args) -> data``, used when every attempt failed."""
-    max_result_chars: int | None = Field(default=None, gt=0)
-    """Cap on the characters of a result sent back to the model, or `None`."""
-    detect_error_text: bool = True
-    """Treat an answer whose whole text reads as an error report (``Error: ...``,
-    ``Database error: ...``: how the MCP reference servers answer some failures, without
-    ``isError``) as a ``tool_error``, after the policy's own `result_checks` (a result
-    they flag gets `on_low_quality`). `False`: every returned text is a success."""
-    expose_error_details: bool = False
-    """Development aid: include the (redacted) exception text of unexpected errors."""
-    verify: Verifier | None = None
-    """For a write (a non-idempotent tool): when a call's outcome is unknown (it timed
-    out, or lost its connection, after the request was sent), look it up instead of
-    guessing. The callable gets a `VerifyInfo` and returns the write's result if it
-    happened (the call is answered with it, marked as verified), or `None` if it did not
-    (the call is run once more, with the same idempotency key; not after a timeout,
-    whose attempt may still be running). If it raises or does not answer within
-    `verify_timeout`, the model gets ``unknown_outcome`` as without it.
-    A write is never run more than twice: once, and once more after a lookup that found
-    nothing."""
-    verify_timeout: float = Field(default=5.0, gt=0)
-    """Seconds the `verify` lookup may take."""
-    on_unknown_outcome: Literal["answer", "interrupt"] = "answer"
-    """For a write whose outcome stays unknown (after `verify`, if any): ``"answer"``
-    tells the model (``unknown_outcome``); ``"interrupt"`` asks a person first, with a
-    LangGraph ``interrupt()`` whose value is an `OutcomeReview` and whose resume value
-    is a `HumanDecision` (run it again, it was done, or give up); the model is then
-    told what the person decided. ``"interrupt"`` works in `ResilientToolNode` and
-    `ResilientToolsMiddleware` in a graph with a checkpointer (it raises `UsageError`
-    without one); sibling calls of the step are not run again on resume."""
-    journal: bool = True
-    """Writes only (tools that are not idempotent, keyed writes included): keep a durable
-    journal of each call, so that a worker that dies mid-call never makes the write run
-    again silently (`pipeline.journal`). Before the write runs its intent is recorded
-    (idempotency key, tool, a digest of the arguments, owner, lease); when it answers,
-    its receipt. On resume a call with a receipt is answered from it; one whose worker
-    is gone goes to `verify`, then `on_unknown_outcome`. Kept in the adapter's
-    ``store=``, else the graph's store, else the checkpointer's own database (SQLite or
-    Postgres). `False` turns it off for this tool."""
-    journal_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
-    """Seconds a journal entry is kept (7 days: longer than a resume after a crash or a
-    person's answer to an interrupt usually takes; the tool call id, which the key is
-    made of, is never sent again after that)."""
-    journal_lease_s: float = Field(default=10.0, gt=0)
-    """Seconds a running write's lease lasts; its worker renews it every third of that.
-    A worker on another host whose lease ran out is taken for dead (one on the same host
-    is seen as dead at once, by its process id)."""
-    attach_record: bool = False
-    """Attach the per-call record (``response_metadata["resilience"]``) to every answer.
-    By default it is attached only when the layer did something (a retry, a repair, a
-    reuse, a cache or fallback answer, a cut, an error): a healthy call is answered with
-    exactly the message the tool itself gives, as `ToolNode` would. Every call is in
-    `stats()`, callbacks and OpenTelemetry either way."""
-    max_abandoned_threads: int = Field(default=4, ge=1)
-    """Timed-out sync calls of this tool that may still be running before new calls fail
-    fast, so that one hung tool cannot take every worker thread."""
-    cache_ttl_s: float | None = Field(default=None, gt=0)
-    """Idempotent tools only: serve an identical call from a result cache for this many
-    seconds (`None`: no cache). Hits skip execution but are still recorded."""
-    stale_max_age_s: float | None = Field(default=None, gt=0)
-    """Idempotent tools only: when every attempt failed, serve the last good result of
-    the same call if it is younger than this, marked stale with its age (`None`: off)."""
-    cache_max_entries: int = Field(default=1024, ge=1)
-    """Results kept per tool for the cache and the stale fallback."""
-    cache_scope: CacheScope = "thread"
-    """Who may be served a result that the cache or the stale fallback kept: ``"thread"``
-    (the default) only later calls of the same conversation thread, run with the same
-    runtime context and ``configurable``; ``"global"`` any caller, across threads,
-    workers and users. Safe only for a tool whose result depends on nothing but its
-    arguments and the inputs it declares (see `core.reads`): a weather lookup, not a
-    tool that reads the current user with ``get_config()`` or ``get_runtime()``."""
-    cache_key: CacheKeyBuilder | None = None
-    """What identifies a result, instead of the default (the model's arguments and a
-    digest of every input the tool declares: state, store, config, runtime, injected
-    arguments): ``(CacheKeyInfo) -> value``, e.g. ``lambda c: (c.args, c.context.user_id)``
-    with ``cache_scope="global"`` for results shared per user across threads. A key
-    function that raises makes the call share nothing (no hit, nothing kept)."""
-    fallback_order: tuple[FallbackSource, ...] = ("stale_cache", "fallback")
-    """The fallback chain, tried in order after an infrastructure failure; the error
-    envelope answers when none applies."""
-    adaptive_timeout: AdaptiveTimeout | None = None
-    """Derive the attempt timeout from this tool's latency history, starting from `timeout`."""
-    deadline_s: float | Literal["auto"] | None = "auto"
-    """Seconds the whole call (every attempt and wait) may take; caps each attempt's
-    timeout and each backoff wait. ``"auto"`` (the default) is ``2 * timeout + 1`` s
-    (61 s with the default `timeout`), so a user who sets only `timeout` gets an answer
-    within that; with ``timeout=None`` it is unbounded. `None` turns it off. A run-wide
-    deadline can also be passed as an absolute `clock` time in
-    ``config["configurable"]["lrt_deadline"]``; the earlier one wins."""
-    max_concurrency: int | None = Field(default=None, ge=1)
-    """At most this many attempts of this tool run at once (per adapter); the others
-    wait for a slot, and the wait counts against the call's deadline (`None`: no limit)."""
-    rate_limit: float | BaseRateLimiter | None = None
-    """At most this many attempts per second (langchain-core's `InMemoryRateLimiter`,
-    no bursts), or a `BaseRateLimiter` of your own (share one between tools to limit
-    them together). The wait counts against the call's deadline (`None`: no limit)."""
-    isolate: bool = False
-    """Run each attempt of this sync tool in a worker process that is killed at the
-    timeout. The tool must be picklable (a `StructuredTool` over a module-level function),
-    its arguments and result too; injected arguments and wrappers around the tool call
-    (``wrap_tool_call``, inner middleware) are not applied in the worker."""
-    # -- hedged reads (pipeline.hedge) ---------------------------------------------
-    hedge: float | Literal["auto"] | None = None
-    """Hedged reads, for idempotent tools: when an attempt has not answered after this
-    many seconds, one more attempt of the same call starts beside it, and the first good
-    answer wins (the others are cancelled, or, for a sync tool, abandoned and counted
-    like a timed-out attempt). ``"auto"``: 1.25 times the tool's own recent p95 latency,
-    at most twice its p75 (stalls do not move it), never below `hedge_min_delay`; no
-    hedge until 10 latencies are known. `None` (the
-    default): off. On a tool that is not idempotent it is ignored (logged once): a write
-    is never sent twice. Not for services billed per call, nor for ones that are slow
-    for everyone (see the README's "Hedged reads")."""
-    max_hedges: int = Field(default=1, ge=1, le=4)
-    """Hedges one attempt may get, one more each time the `hedge` delay passes again."""
-    hedge_budget: float = Field(default=0.05, ge=0, le=1)
-    """Share of the tool's attempts that may be hedged, so a service that is slow for
-    everyone is not hit twice as hard: each first attempt adds this much of a token to a
-    bucket of at most 10 (full at the start), each hedge takes a whole one. Over any run,
-    hedges stay within 10 plus this share of the calls; up to 10 stalls in a row are all
-    hedged. Hedges also take from the retry budget (`RetryPolicy.budget_ratio`) of a
-    tool that retries."""
-    hedge_min_delay: float = Field(default=0.05, gt=0)
-    """With ``hedge="auto"``: the shortest hedge delay, in seconds (until the tool's
-    latencies are known, it is not hedged at all)."""
-
-    @field_validator("hedge", mode="before")
-    @classmethod
-    def _check_hedge(cls, v: float | str | None) -> float | str | None:
-        if isinstance(v, bool) or (isinstance(v, (int, float)) and v <= 0):
-            raise UsageError('hedge must be a delay > 0 in seconds, "auto" or None')
-        return v
-
-    # -- end of hedged reads ----------------------------------------------------------
-    state_backend: Literal["auto", "local", "store"] = "auto"
-    """Where the breaker, dedup ledger and caches of this tool live: ``"auto"`` in the
-    adapter's ``store=`` if one was given, else in-process; ``"local"`` always
-    in-process; ``"store"`` in the adapter's ``store=``, else in the graph's store
-    (``runtime.store``), else in-process. See `state.backend` for each operation's consistency."""
-    on_backend_error: Literal["open", "closed"] = "open"
-    """When the shared store fails (partition, timeout): ``"open"`` carries on with this
-    worker's own state (the breaker and dedup act per worker, so a write sent to two
-    workers during the outage may run twice); ``"closed"`` refuses the call with a
-    ``transient_failure`` and never runs the tool. Caches always fail open (a miss)."""
+    results: ResultChecks = ResultChecks()
+    """Checks of successful results, and what a flagged result gets."""
+    limits: Limits = Limits()
+    """Concurrency and rate limits of the tool's attempts."""
+    timeout: float | None = Field(default=30.0, gt=0)
+    """Seconds per attempt, or `None` for no timeout. A timed-out attempt returns control
+    at the deadline; a sync tool's thread is abandoned (Python cannot kill a thread)."""
+    timeouts: Timeouts = Timeouts()
+    """The rest of time: the whole call's deadline, an adaptive timeout, abandoned
+    threads, process isolation."""
+    output: Output = Output()
+    """What goes back: a cap on result size, the per-call record, error details."""
+    shared: Shared = Shared()
+    """Where the tool's breaker, dedup ledger and caches live across workers."""
     clock: Callable[[], float] = time.monotonic
     """Monotonic seconds for breaker, caches, retry budget, deadlines and latencies
     (tests inject a fake one)."""
 
-    @field_validator("aliases")
+    @field_validator(
+        "args", "journal", "dedup", "cache", "unknown_outcome", "retry", "hedge", "breaker",
+        "results", "limits", "timeouts", "output", "shared", mode="before",
+    )  # fmt: skip
     @classmethod
-    def _check_aliases(cls, v: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
-        seen: dict[str, str] = {}
-        out: dict[str, tuple[str, ...]] = {}
-        for canonical, names in v.items():
-            if isinstance(names, str):
-                names = (names,)
-            for alias in names:
-                if alias == canonical:
-                    raise UsageError(f"alias {alias!r} is the canonical name itself")
-                if alias in seen and seen[alias] != canonical:
-                    raise UsageError(
-                        f"alias {alias!r} is given for {seen[alias]!r} and {canonical!r}"
-                    )
-                seen[alias] = canonical
-            out[canonical] = tuple(names)
-        return out
-
-    @field_validator("deadline_s")
-    @classmethod
-    def _check_deadline(cls, v: float | str | None) -> float | str | None:
-        if isinstance(v, (int, float)) and v <= 0:
-            raise UsageError('deadline_s must be > 0, "auto" or None')
-        return v
-
-    @property
-    def call_deadline_s(self) -> float | None:
-        """The call's budget in seconds that `deadline_s` stands for (`None`: unbounded)."""
-        if self.deadline_s != "auto":
-            return self.deadline_s  # type: ignore[return-value]
-        return None if self.timeout is None else 2 * self.timeout + 1
-
-    @field_validator("rate_limit")
-    @classmethod
-    def _check_rate_limit(cls, v: Any) -> Any:
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0:
-            raise UsageError("rate_limit must be > 0 calls per second, a BaseRateLimiter or None")
-        return v
-
-    @field_validator("fallback_order")
-    @classmethod
-    def _check_order(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(v)) != len(v):
-            raise UsageError("fallback_order lists a source twice")
-        return v
-
-    @field_validator("dedup_key", mode="before")
-    @classmethod
-    def _check_dedup_key(cls, v: Any) -> Any:
-        if v is None or callable(v):
-            return v
-        names = (v,) if isinstance(v, str) else tuple(v)
-        if not names or not all(isinstance(n, str) for n in names):
-            raise UsageError("dedup_key takes argument names or a callable")
-        return names
-
-    @field_validator("result_checks")
-    @classmethod
-    def _check_checks(cls, v: Sequence[Any]) -> tuple[Any, ...]:
-        if not all(callable(c) for c in v):
-            raise UsageError("result_checks must be callables")
-        return tuple(v)
+    def _shorthand(cls, v: Any, info: ValidationInfo) -> Any:
+        assert info.field_name is not None
+        return cls.coerce_group(info.field_name, v)
 
     @model_validator(mode="after")
     def _check_idempotency_key(self) -> ToolPolicy:
@@ -518,8 +221,82 @@ class ToolPolicy(_Frozen):
             )
         return self
 
+    @property
+    def call_deadline_s(self) -> float | None:
+        """The call's budget in seconds that `Timeouts.deadline` stands for (`None`:
+        unbounded)."""
+        deadline = self.timeouts.deadline
+        if deadline != "auto":
+            return deadline  # type: ignore[return-value]
+        return None if self.timeout is None else 2 * self.timeout + 1
+
+    # -- presets -------------------------------------------------------------------------
+
+    @classmethod
+    def flaky_read(cls, **overrides: Any) -> ToolPolicy:
+        """A read from a flaky service: idempotent, 4 attempts, hedged (``"auto"``), a
+        circuit breaker, and the last good result (up to an hour old) when every attempt
+        failed. Keyword arguments change it group by group, as a per-tool policy would."""
+        preset = cls(
+            idempotent=True,
+            retry=RetryPolicy(max_attempts=4),
+            hedge="auto",
+            breaker=BreakerPolicy(),
+            cache=Cache(stale_s=3600.0),
+        )
+        return overlay(preset, cls(**overrides)) if overrides else preset
+
+    @classmethod
+    def critical_write(cls, *, verify: Verifier | None = None, **overrides: Any) -> ToolPolicy:
+        """A write to a payment or email API: not idempotent, journaled, a repeated call
+        blocked, never retried; a call whose outcome is unknown is looked up with
+        `verify` if given, else a person is asked (``unknown_outcome="interrupt"``: a
+        graph with a checkpointer)."""
+        preset = cls(
+            idempotent=False,
+            journal=True,
+            dedup="block",
+            retry=None,
+            unknown_outcome=UnknownOutcome(verify=verify) if verify else "interrupt",
+        )
+        return overlay(preset, cls(**overrides)) if overrides else preset
+
+    @classmethod
+    def mcp(cls, **overrides: Any) -> ToolPolicy:
+        """The tools of an MCP server: a shorter timeout (10 s per attempt), and an
+        answer whose text reads as an error report counted as an error."""
+        preset: dict[str, Any] = {
+            "timeout": 10.0,
+            "results": ResultChecks(detect_error_text=True),
+            "annotations": "trust",  # the server's readOnlyHint / idempotentHint decide
+        }
+        return overlay(cls(**preset), cls(**overrides)) if overrides else cls(**preset)
+
 
 DEFAULT_POLICY = ToolPolicy()
+
+
+def _merge(base: Any, layer: Any) -> Any:
+    """A group of `base` changed by the fields `layer` sets explicitly (recursively);
+    any other value: `layer`."""
+    if not isinstance(layer, Options) or type(base) is not type(layer):
+        return layer
+    if not layer.model_fields_set:
+        return base
+    explicit = {k: getattr(base, k) for k in base.model_fields_set}
+    for k in layer.model_fields_set:
+        explicit[k] = _merge(explicit.get(k, getattr(base, k)), getattr(layer, k))
+    return type(layer)(**explicit)
+
+
+def overlay(base: ToolPolicy, layer: ToolPolicy) -> ToolPolicy:
+    """`base` with what `layer` sets explicitly: a plain field whole, and of a group
+    only the fields set explicitly in it (``cache=Cache(ttl_s=60)`` changes the TTL and
+    keeps the base's scope; a shorthand sets one field: ``cache=60`` is the TTL)."""
+    if not layer.model_fields_set:
+        return base
+    update = {k: _merge(getattr(base, k), getattr(layer, k)) for k in layer.model_fields_set}
+    return base.model_copy(update=update)
 
 
 class ResolvedPolicy:
@@ -560,18 +337,11 @@ def pattern_specificity(pattern: str) -> int:
     return len(_WILDCARDS.sub("", pattern))
 
 
-def _overlay(base: ToolPolicy, layer: ToolPolicy) -> ToolPolicy:
-    """`base` with the fields `layer` sets explicitly taken from `layer`."""
-    if not layer.model_fields_set:
-        return base
-    return base.model_copy(update={k: getattr(layer, k) for k in layer.model_fields_set})
-
-
 class PolicyResolver:
     """Resolves ``policy``, ``patterns`` and ``policies`` into one policy per tool.
 
-    Resolution order, lowest to highest precedence; each layer overrides only the
-    fields it sets explicitly (pydantic's ``model_fields_set``):
+    Resolution order, lowest to highest precedence; each layer overrides only what it
+    sets explicitly (pydantic's ``model_fields_set``), group by group (`overlay`):
 
     1. the built-in defaults (`ToolPolicy`'s field defaults);
     2. ``policy``, the global default of every tool;
@@ -584,8 +354,11 @@ class PolicyResolver:
     Example: ``PolicyResolver(ToolPolicy(timeout=20), {"create_order":
     ToolPolicy(idempotency_key=True)}, patterns={"search_*": ToolPolicy(timeout=10),
     "create_*": ToolPolicy(timeout=30)})`` gives ``search_docs`` 10 s, ``create_order``
-    30 s with an idempotency key, and every other tool 20 s. Results are cached per
-    tool name.
+    30 s with an idempotency key, and every other tool 20 s. With a default
+    ``ToolPolicy(cache=Cache(scope="global", stale_s=300))``, ``policies={"search":
+    ToolPolicy(cache=Cache(ttl_s=60))}`` gives ``search`` a 60 s TTL, the global scope
+    and the 300 s stale fallback. Results are cached per tool name: a policy is
+    resolved once per tool, never per call.
     """
 
     def __init__(
@@ -623,8 +396,14 @@ class PolicyResolver:
         base = self.resolve(tool_name, tool)
         hit = self._reruns.get(tool_name)
         if hit is None:
-            policy = base.policy.model_copy(
-                update={"verify": None, "dedup": "off", "on_unknown_outcome": "answer"}
+            was = base.policy
+            policy = was.model_copy(
+                update={
+                    "unknown_outcome": was.unknown_outcome.model_copy(
+                        update={"verify": None, "action": "answer"}
+                    ),
+                    "dedup": was.dedup.model_copy(update={"mode": "off"}),
+                }
             )
             hit = self._reruns[tool_name] = ResolvedPolicy(policy, tool_name, base.hints)
             hit.idempotent = base.idempotent
@@ -643,11 +422,21 @@ class PolicyResolver:
         if hit is None or hit.hints != hints:
             merged = self.default
             pattern = self.pattern_for(tool_name)
-            if pattern is not None:
-                merged = _overlay(merged, self.patterns[pattern])
-            own = self.policies.get(tool_name)
-            if own is not None:
-                merged = _overlay(merged, own)
+            try:
+                if pattern is not None:
+                    merged = overlay(merged, self.patterns[pattern])
+                own = self.policies.get(tool_name)
+                if own is not None:
+                    merged = overlay(merged, own)
+            except ValueError as exc:  # e.g. a max_delay below the default's initial_delay
+                detail = (
+                    "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+                    if isinstance(exc, ValidationError)
+                    else str(exc)
+                )
+                raise UsageError(
+                    f"the policies given for {tool_name!r} do not combine: {detail}"
+                ) from exc
             hit = self._cache[tool_name] = ResolvedPolicy(merged, tool_name, hints)
             self._reruns.pop(tool_name, None)
             if hit.classified_by == "name" and set_aside(
@@ -676,3 +465,5 @@ def check_policy_names(resolver: PolicyResolver, tool_names: Sequence[str]) -> N
             f"policies[{name!r}] names no tool of this adapter.{hint} "
             f"Its tools are: {', '.join(sorted(known)) or '(none)'}."
         )
+    for name in tool_names:  # policies that do not combine fail here, not at a first call
+        resolver.resolve(name)

@@ -11,17 +11,17 @@ user's data. The rule, written once here:
   ``configurable``), a ``config: RunnableConfig`` parameter (the same), a plain
   ``InjectedToolArg`` (its value). The *whole* state (``InjectedState()``, or the state
   a ``ToolRuntime`` carries) is in the key when results cross threads
-  (``cache_scope="global"``); within a thread it is that conversation's own and grows
+  (``Cache(scope="global")``); within a thread it is that conversation's own and grows
   with every message, so leaving it out keeps the cache useful and crosses no user.
   ``InjectedStore`` adds nothing: every caller reads the same store, and what it reads
   there is chosen by the other inputs. ``InjectedToolCallId`` and the
   ``idempotency_key`` argument add nothing (they differ on every call by design).
 - **Undeclared reads** (``get_config()``, ``get_runtime()``, a context variable) cannot
-  be seen. So by default (``cache_scope="thread"``) a result is shared only with later
+  be seen. So by default (``Cache(scope="thread")``) a result is shared only with later
   calls of the same thread, run with the same runtime context and ``configurable``
-  (`ambient`). ``cache_scope="global"`` shares across threads and users: safe only when
+  (`ambient`). ``Cache(scope="global")`` shares across threads and users: safe only when
   the result depends on nothing but the arguments and the declared inputs.
-- ``ToolPolicy.cache_key`` replaces the arguments and declared inputs with the user's
+- ``Cache.key`` replaces the arguments and declared inputs with the user's
   own statement of what identifies a result; the scope still applies.
 
 This module does no I/O.
@@ -186,7 +186,7 @@ _MISSING = object()
 
 
 def key_info(call: Call) -> CacheKeyInfo:
-    """What a `ToolPolicy.cache_key` function receives about `call`."""
+    """What a `Cache.key` function receives about `call`."""
     return CacheKeyInfo(
         tool_name=call.name,
         args=dict(call.args),

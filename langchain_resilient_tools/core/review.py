@@ -1,6 +1,6 @@
 """What a person is asked about a write whose outcome is unknown, and what they answer.
 
-With ``ToolPolicy(on_unknown_outcome="interrupt")`` the adapters raise a LangGraph
+With ``ToolPolicy(unknown_outcome="interrupt")`` the adapters raise a LangGraph
 ``interrupt()`` whose value is an `OutcomeReview`; the graph is resumed with
 ``Command(resume=...)`` carrying a `HumanDecision` (or its plain form: ``"run_again"``,
 ``"give_up"``, ``{"choice": "done", "result": ...}``). The flow itself lives in
@@ -26,9 +26,9 @@ CHOICES: dict[str, str] = {
 """Each choice and what it does, as the person reads it in the review."""
 
 NO_INTERRUPT = (
-    'on_unknown_outcome="interrupt" works in ResilientToolNode and ResilientToolsMiddleware, '
+    'unknown_outcome="interrupt" works in ResilientToolNode and ResilientToolsMiddleware, '
     "which run each call of a step so that a resume runs none of them again; a wrapped tool "
-    'cannot, so wrap it with on_unknown_outcome="answer" (the default) or use those adapters.'
+    'cannot, so wrap it with unknown_outcome="answer" (the default) or use those adapters.'
 )
 
 RESUME_EXAMPLE = (
@@ -100,8 +100,8 @@ def parse_decision(value: Any) -> HumanDecision | str:
 
 def asking(resolved: ResolvedPolicy) -> bool:
     """Whether an unknown outcome under `resolved` is a question for a person: a write
-    (reads are retried instead) with ``on_unknown_outcome="interrupt"``."""
-    return resolved.policy.on_unknown_outcome == "interrupt" and not resolved.idempotent
+    (reads are retried instead) with ``unknown_outcome="interrupt"``."""
+    return resolved.policy.unknown_outcome.action == "interrupt" and not resolved.idempotent
 
 
 def asks_person(call: Call) -> bool:

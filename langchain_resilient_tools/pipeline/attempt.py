@@ -34,7 +34,7 @@ def attempt_timeout(call: Call, history: LatencyHistory | None = None) -> float 
 
 
 def _isolated(call: Call) -> bool:
-    return call.resolved.policy.isolate and call.tool is not None
+    return call.resolved.policy.timeouts.isolate and call.tool is not None
 
 
 def _tool_args(call: Call) -> dict[str, Any]:
@@ -50,7 +50,7 @@ class AttemptStage(Stage):
 
     def history_for(self, call: Call) -> LatencyHistory | None:
         """The tool's latency history when its timeout is adaptive, else `None`."""
-        spec = call.resolved.policy.adaptive_timeout
+        spec = call.resolved.policy.timeouts.adaptive
         if spec is None:
             return None
         return self.latencies.get(call.name, lambda: LatencyHistory(spec))
@@ -74,7 +74,7 @@ class AttemptStage(Stage):
         else:
             policy = call.resolved.policy
             value = self.env.runner.run(
-                call.name, lambda: call_next(call), timeout, policy.max_abandoned_threads
+                call.name, lambda: call_next(call), timeout, policy.timeouts.max_abandoned_threads
             )
         if history is not None:
             history.add(clock() - start)
@@ -110,7 +110,7 @@ class AttemptStage(Stage):
             terminal = self.env.sync_terminal
             policy = call.resolved.policy
             value = await self.env.runner.arun(
-                call.name, partial(terminal, call), timeout, policy.max_abandoned_threads
+                call.name, partial(terminal, call), timeout, policy.timeouts.max_abandoned_threads
             )
         else:
             value = await await_with_timeout(partial(call_next, call), timeout)

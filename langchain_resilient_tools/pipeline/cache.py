@@ -43,16 +43,16 @@ def store_for(env: Env, call: Call) -> ResultStore | None:
     policy = call.resolved.policy
     if not call.idempotent:
         return None
-    retention = max(policy.cache_ttl_s or 0.0, policy.stale_max_age_s or 0.0)
+    retention = max(policy.cache.ttl_s or 0.0, policy.cache.stale_s or 0.0)
     if retention <= 0:
         return None
     backend = backend_for(env, call)
     if backend is not None:
-        return SharedResultStore(backend, call.name, retention, policy.cache_scope)
+        return SharedResultStore(backend, call.name, retention, policy.cache.scope)
     return stores(env).get(
         call.name,
         lambda: MemoryStore(
-            retention=retention, maxsize=policy.cache_max_entries, clock=policy.clock
+            retention=retention, maxsize=policy.cache.max_entries, clock=policy.clock
         ),
     )
 
@@ -76,10 +76,10 @@ class CacheStage(Stage):
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         policy = resolved.policy
-        return resolved.idempotent and bool(policy.cache_ttl_s or policy.stale_max_age_s)
+        return resolved.idempotent and bool(policy.cache.ttl_s or policy.cache.stale_s)
 
     def _hit(self, call: Call, store: ResultStore | None) -> tuple[bool, Any]:
-        ttl = call.resolved.policy.cache_ttl_s
+        ttl = call.resolved.policy.cache.ttl_s
         key = None if store is None or ttl is None else result_key(call)
         if store is None or ttl is None or key is None:
             return False, None

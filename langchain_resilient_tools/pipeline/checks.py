@@ -74,14 +74,14 @@ def judge(call: Call, value: Any) -> None:
     """Raise `LowQualityResult` when a check of `call`'s policy fires on `value`; else,
     with ``detect_error_text``, `ToolRaised` when `value` reads as an error report."""
     policy = call.resolved.policy
-    if not policy.result_checks or isinstance(value, Command):
+    if not policy.results.checks or isinstance(value, Command):
         return
-    reason = first_reason(policy.result_checks, value)
+    reason = first_reason(policy.results.checks, value)
     if reason is not None:
         content = value.content if isinstance(value, ToolMessage) else value
         preview = redact(preview_text(content), limit=PREVIEW_CHARS)
         raise LowQualityResult(reason, preview=preview, value=value)
-    if policy.detect_error_text:  # the default, after what the user configured
+    if policy.results.detect_error_text:  # the default, after what the user configured
         reported = error_result(value)
         if reported is not None:
             raise ToolRaised(reported)
@@ -91,7 +91,7 @@ class ChecksStage(Stage):
     name = "checks"
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
-        return bool(resolved.policy.result_checks)
+        return bool(resolved.policy.results.checks)
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         value = call_next(call)

@@ -123,7 +123,7 @@ def _returned(value: Any, call: Call) -> Any:
     its own checks (`pipeline.checks.judge`): what the user configured wins.
     """
     policy = call.resolved.policy
-    detect = policy.detect_error_text and not policy.result_checks
+    detect = policy.results.detect_error_text and not policy.results.checks
     reported = error_result(value, detect_text=detect)
     if reported is not None:
         raise ToolRaised(reported)

@@ -2,7 +2,7 @@
 
 Only service failures (`pipeline.health.is_service_failure`: timeout, busy, transient error,
 open circuit) fall back; a bad argument is answered with its error. The sources are
-tried in `ToolPolicy.fallback_order`:
+tried in `Cache.fallback_order`:
 
 - ``stale_cache``: the last good result of the same call (idempotent tools only: writes
   are never served from a cache), if younger than `stale_max_age_s`; marked stale with
@@ -42,11 +42,11 @@ class FallbackStage(Stage):
     def applies(self, resolved: ResolvedPolicy) -> bool:
         policy = resolved.policy
         return policy.fallback is not None or (
-            resolved.idempotent and policy.stale_max_age_s is not None
+            resolved.idempotent and policy.cache.stale_s is not None
         )
 
     def _stale(self, call: Call) -> Any:
-        max_age = call.resolved.policy.stale_max_age_s
+        max_age = call.resolved.policy.cache.stale_s
         store = store_for(self.env, call)
         key = None if max_age is None or store is None else result_key(call)
         if max_age is None or store is None or key is None:
@@ -78,7 +78,7 @@ class FallbackStage(Stage):
         """The fallback answer for `call` after `exc`, or `_NOTHING`."""
         if not is_service_failure(exc, call):
             return _NOTHING
-        for source in call.resolved.policy.fallback_order:
+        for source in call.resolved.policy.cache.fallback_order:
             value = self._stale(call) if source == "stale_cache" else self._substitute(call, exc)
             if value is not _NOTHING:
                 return value

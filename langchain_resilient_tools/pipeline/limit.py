@@ -1,7 +1,7 @@
 """Client-side limits per tool: at most N attempts in flight, at most R attempts per second.
 
-Each attempt (retries too) first takes a slot (`ToolPolicy.max_concurrency`, `runtime.slots`)
-and then a token of the tool's rate limiter (`ToolPolicy.rate_limit`: langchain-core's
+Each attempt (retries too) first takes a slot (`Limits.max_concurrency`, `runtime.slots`)
+and then a token of the tool's rate limiter (`Limits.rate_limit`: langchain-core's
 `InMemoryRateLimiter`, or any `BaseRateLimiter` the user shares between tools). The
 wait counts against the call's deadline: a call that gets no slot or token in time is
 answered ``timeout`` without running the tool. The time spent waiting is kept in the
@@ -87,14 +87,14 @@ class LimitStage(Stage):
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         policy = resolved.policy
-        return policy.max_concurrency is not None or policy.rate_limit is not None
+        return policy.limits.max_concurrency is not None or policy.limits.rate_limit is not None
 
     def _slots(self, call: Call) -> Slots | None:
-        n = call.resolved.policy.max_concurrency
+        n = call.resolved.policy.limits.max_concurrency
         return None if n is None else self.slots.get(call.name, lambda: Slots(n))
 
     def _limiter(self, call: Call) -> BaseRateLimiter | None:
-        limit = call.resolved.policy.rate_limit
+        limit = call.resolved.policy.limits.rate_limit
         if limit is None or isinstance(limit, BaseRateLimiter):
             return limit
         return self.limiters.get(call.name, lambda: make_limiter(float(limit)))

@@ -7,7 +7,7 @@ stage: the result and stale cache in `state.results.SharedResultStore`, the brea
 `pipeline.breaker.shared`, the dedup ledger in `pipeline.dedup.shared`. On the async
 path every store operation runs off the event loop (`off_loop`).
 
-A failing store raises `BackendError`; `ToolPolicy.on_backend_error` decides (`fail`):
+A failing store raises `BackendError`; `Shared.on_error` decides (`fail`):
 ``"open"`` carries on with the worker's own breaker and dedup, ``"closed"`` answers
 ``transient_failure`` without running the tool.
 """
@@ -35,7 +35,7 @@ _BACKENDS = "state_backends"
 
 def backend_for(env: Env, call: Call) -> StateBackend | None:
     """The shared backend for `call` under its policy's `state_backend`, or `None`."""
-    mode = call.resolved.policy.state_backend
+    mode = call.resolved.policy.shared.backend
     if mode == "local":
         return None
     backend: StateBackend | None = env.backend
@@ -63,6 +63,6 @@ async def off_loop(shared: bool, fn: Callable[..., T], *args: Any) -> T:
 
 def fail(call: Call, exc: BackendError, what: str) -> None:
     """Handle a store failure per `on_backend_error`: log and go on, or raise."""
-    if call.resolved.policy.on_backend_error == "closed":
+    if call.resolved.policy.shared.on_error == "closed":
         raise StateUnavailable() from exc
     log.warning("state store failed (%s of %s); carrying on in-process", what, call.name)

@@ -2,7 +2,7 @@
 
 A write (a non-idempotent tool) that timed out or lost its connection after its request
 was sent may or may not have taken effect: `text.classify` calls that
-``unknown_outcome``. With ``ToolPolicy(verify=fn)`` this stage, just outside retry, asks
+``unknown_outcome``. With ``UnknownOutcome(verify=fn)`` this stage, just outside retry, asks
 `fn` first (`VerifyInfo`: tool, arguments, idempotency key):
 
 - the write happened: the call is answered with the result `fn` found, marked verified;
@@ -97,11 +97,11 @@ class _Lookup:
 
     def __init__(self, call: Call) -> None:
         policy = call.resolved.policy
-        assert policy.verify is not None
-        self.call, self.verify, self.timeout = call, policy.verify, policy.verify_timeout
+        assert policy.unknown_outcome.verify is not None
+        self.call, self.verify, self.timeout = call, policy.unknown_outcome.verify, policy.unknown_outcome.verify_timeout
         self.info = VerifyInfo(call.name, dict(call.args), key_for(call), call.id, call.thread_id)
         self.is_async = inspect.iscoroutinefunction(self.verify)
-        self.key, self.max_abandoned = f"{call.name}:verify", policy.max_abandoned_threads
+        self.key, self.max_abandoned = f"{call.name}:verify", policy.timeouts.max_abandoned_threads
 
     def ask(self) -> Any:
         return self.verify(self.info)
@@ -117,7 +117,7 @@ class VerifyStage(Stage):
     name = "verify"
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
-        return resolved.policy.verify is not None and not resolved.idempotent
+        return resolved.policy.unknown_outcome.verify is not None and not resolved.idempotent
 
     # -- I/O: the lookup under its own timeout (a worker thread, or a task) ------------
 

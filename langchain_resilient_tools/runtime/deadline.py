@@ -2,7 +2,7 @@
 
 A call's deadline is the earlier of a run-wide one (``config["configurable"]["lrt_deadline"]``,
 an absolute time on the policy's `clock`, `time.monotonic` by default) and the call's
-own budget (`ToolPolicy.deadline_s` from the moment the call starts; by default
+own budget (`Timeouts.deadline` from the moment the call starts; by default
 ``2 * timeout + 1`` s). Layered timeouts
 then hold: an attempt never gets more time than the call has left, and neither does a
 backoff wait.

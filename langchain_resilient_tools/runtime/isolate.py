@@ -1,6 +1,6 @@
 """Process isolation: run one attempt of a sync tool in a worker process that can be killed.
 
-A thread cannot be stopped; a process can. With ``ToolPolicy(isolate=True)`` each
+A thread cannot be stopped; a process can. With ``ToolPolicy(timeouts=Timeouts(isolate=True))`` each
 attempt runs in a worker process (started with ``forkserver`` where available, else
 ``spawn``; never ``fork``, which is unsafe in a threaded process). Workers are reused;
 one whose call passes its timeout is killed at once and replaced on a later call. A
@@ -53,12 +53,12 @@ def check_picklable(tool: BaseTool) -> None:
         pickle.dumps(_target(tool))
     except Exception as exc:
         raise UsageError(
-            f"tool {tool.name!r} has isolate=True, which runs it in a worker process that "
+            f"tool {tool.name!r} has Timeouts(isolate=True), which runs it in a worker process that "
             f"receives the tool pickled, but it cannot be pickled ({type(exc).__name__}: "
             "a lambda, a nested function, a closure or an object holding a lock, socket "
             "or client cannot be). What works: define the function at module level and "
             "make the tool from it (@tool or StructuredTool.from_function), creating "
-            "clients inside the function; or keep isolate=False, with a timeout."
+            "clients inside the function; or keep Timeouts(isolate=False), with a timeout."
         ) from exc
 
 
@@ -69,7 +69,7 @@ STARTUP_TIMEOUT = 60.0
 def check_isolated(resolver: Any, tools: Iterable[BaseTool]) -> None:
     """`check_picklable` for each of `tools` whose resolved policy says ``isolate=True``."""
     for tool in tools:
-        if resolver.resolve(tool.name).policy.isolate:
+        if resolver.resolve(tool.name).policy.timeouts.isolate:
             check_picklable(tool)
 
 

@@ -43,7 +43,7 @@ class OffloadedTool(ToolStandIn):
             call.name,
             partial(self._tool.invoke, input, config, **kwargs),
             None,
-            call.resolved.policy.max_abandoned_threads,
+            call.resolved.policy.timeouts.max_abandoned_threads,
         )
 
 

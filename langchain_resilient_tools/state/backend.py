@@ -4,7 +4,7 @@ By default every adapter keeps its breaker, dedup ledger and result caches in it
 process (cachetools structures on the stages: nothing to set up, sub-microsecond).
 Several workers share that state through a `StateBackend` over LangGraph's
 `BaseStore`: the store passed as ``store=`` to an adapter, or the graph's own store
-(``runtime.store``) for tools whose policy says ``state_backend="store"``.
+(``runtime.store``) for tools whose policy says ``Shared(backend="store")``.
 
 Operations and their consistency (values expire at ``clock() + ttl``; `clock` is wall
 time, so the workers' clocks must agree to well within the shortest TTL):
@@ -24,7 +24,7 @@ delete   atomic                          the store's delete
 `claim` decides what must happen once: which worker runs a non-idempotent call, which
 worker sends the half-open probe. Every failure of the store (network partition, lost
 connection, timeout) is raised as `BackendError`; what a stage then does is set by
-`ToolPolicy.on_backend_error` (see `pipeline.shared`).
+`Shared.on_error` (see `pipeline.shared`).
 """
 
 from __future__ import annotations

@@ -417,7 +417,7 @@ def _classify(exc: BaseException, call: Call) -> Failure:
             {"preview": exc.preview},
         )
     if isinstance(exc, ToolRaised):
-        return _classify_tool_exception(exc.original, call, policy.expose_error_details)
+        return _classify_tool_exception(exc.original, call, policy.output.expose_error_details)
     return Failure(
         ToolErrorType.INTERNAL_ERROR,
         m.INTERNAL.format(tool=name),

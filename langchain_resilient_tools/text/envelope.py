@@ -65,7 +65,7 @@ def failure_message(failure: Failure, call: Call, content: str | None = None) ->
     own = failure.cause.answer if isinstance(failure.cause, HandledByTool) else None
     if own is not None or content is not None:
         meta: dict[str, Any] = {OWN_ERROR_META: error_record(failure, call)}
-        if call.resolved.policy.attach_record:
+        if call.resolved.policy.output.attach_record:
             meta[METADATA_KEY] = call.record.as_dict()
         if own is not None:
             update: dict[str, Any] = {"response_metadata": {**own.response_metadata, **meta}}
@@ -171,15 +171,15 @@ def is_message_list(value: Any) -> bool:
 
 def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list[Any]:
     """The answer for a successful call: the tool's own message, annotated when the
-    layer did something (or `ToolPolicy.attach_record` asks for it), else unchanged."""
+    layer did something (or `Output.attach_record` asks for it), else unchanged."""
     if isinstance(value, Command) or is_message_list(value):
         return cast("Command[Any] | list[Any]", value)  # validated by ToolNode; answers itself
     policy = call.resolved.policy
-    cap = policy.max_result_chars
+    cap = policy.output.max_chars
     if isinstance(value, ToolMessage):
         content = truncate(value.content, cap)
         cut = content is not value.content
-        attach = policy.attach_record or cut or not untouched(call)
+        attach = policy.output.attach_record or cut or not untouched(call)
         if not attach:
             return value
         # Copied, never changed in place: a user's wrapper or another middleware may
@@ -191,7 +191,7 @@ def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list
         return value.model_copy(update=update)
     raw = _content_of(value)
     content = truncate(raw, cap)
-    attach = policy.attach_record or content is not raw or not untouched(call)
+    attach = policy.output.attach_record or content is not raw or not untouched(call)
     return ToolMessage(
         content=_with_notices(content, call.record.notices),
         name=call.name,

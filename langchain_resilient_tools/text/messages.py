@@ -201,7 +201,7 @@ LOW_QUALITY = "{tool} answered, but the result is not useful: {reason}."
 LOW_QUALITY_HINT = "Try a different or broader query, or another tool."
 
 STATE_UNAVAILABLE = "shared state store unavailable"
-"""The ``kind`` of `TRANSIENT` when `ToolPolicy.on_backend_error` fails a call closed."""
+"""The ``kind`` of `TRANSIENT` when `Shared.on_error` fails a call closed."""
 SESSION_BLOCKED = (
     "{tool} belongs to a session on an event loop that is busy or blocked (it was called "
     "from sync code running on that loop), so it was not called."

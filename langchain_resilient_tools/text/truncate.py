@@ -1,4 +1,4 @@
-"""Cutting huge results down to `ToolPolicy.max_result_chars`, visibly and validly.
+"""Cutting huge results down to `Output.max_chars`, visibly and validly.
 
 Plain text is cut with a marker (``... [truncated 12345 chars]``). Content that parses
 as a JSON object or array stays valid JSON: long strings and long lists inside it are

@@ -9,7 +9,7 @@ tools, then the model again ("done").
 The write tool, `send_email`, appends one line per email sent to ``outbox.jsonl`` (the
 effect the harness counts) and fsyncs it. The `verify` lookup reads that outbox by
 idempotency key and logs each lookup to ``verify.jsonl``. A person asked about an
-unknown outcome (``on_unknown_outcome="interrupt"``) looks at the outbox too: "done"
+unknown outcome (``unknown_outcome="interrupt"``) looks at the outbox too: "done"
 if the email is there, else "run it again"; each decision goes to ``person.jsonl``.
 
 Kill points (`POINTS`): the worker SIGKILLs itself (a real kill) at the point its
@@ -64,6 +64,7 @@ from langchain_resilient_tools import (
     ResilientToolsMiddleware,
     ResilientToolsState,
     ToolPolicy,
+    UnknownOutcome,
     VerifyInfo,
 )
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
@@ -79,7 +80,7 @@ CONFIGS: tuple[str, ...] = (
 )
 """``toolnode``: plain `ToolNode`; ``toolnode_retry``: `create_agent` with
 `ToolRetryMiddleware` (the baselines). ``node*``: `ResilientToolNode` with the default
-policy, ``verify=`` set, ``on_unknown_outcome="interrupt"``; ``middleware*``:
+policy, ``UnknownOutcome(verify=...)`` set, ``unknown_outcome="interrupt"``; ``middleware*``:
 `create_agent` with `ResilientToolsMiddleware`, default policy and ``verify=``."""
 
 BASELINES: tuple[str, ...] = ("toolnode", "toolnode_retry")
@@ -304,9 +305,9 @@ def setup_postgres(url: str) -> None:
 
 def policy_of(config: str, folder: Path) -> ToolPolicy | None:
     if config.endswith("_verify"):
-        return ToolPolicy(verify=lookup(folder))
+        return ToolPolicy(unknown_outcome=UnknownOutcome(verify=lookup(folder)))
     if config.endswith("_interrupt"):
-        return ToolPolicy(on_unknown_outcome="interrupt")
+        return ToolPolicy(unknown_outcome="interrupt")
     return None
 
 

@@ -2,7 +2,7 @@
 
 Every example builds exception messages that carry API keys, bearer tokens, passwords,
 connection strings, file paths and a real traceback, raises them as ValueError,
-ToolException, KeyError, RuntimeError (also with ``expose_error_details=True``) and as a
+ToolException, KeyError, RuntimeError (also with ``Output(expose_error_details=True)``) and as a
 transient ConnectionError, through every adapter, sync and async.
 """
 
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
-from langchain_resilient_tools import RetryPolicy, ToolPolicy
+from langchain_resilient_tools import Output, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.reliability.invariants import STATS
@@ -91,7 +91,7 @@ RAISERS: dict[str, Any] = {
     "get_tool_exc": ToolException,
     "get_key": KeyError,
     "get_runtime": RuntimeError,
-    "get_exposed": RuntimeError,  # with expose_error_details=True
+    "get_exposed": RuntimeError,  # with Output(expose_error_details=True)
     "get_transient": ConnectionError,  # retried, then a transient failure
     "create_transient": ConnectionError,  # not retried: unknown outcome
 }
@@ -117,7 +117,7 @@ def test_no_secret_reaches_the_model(harness: Harness, secret: tuple[str, list[s
     tools = [raising_tool(name, exc, text) for name, exc in RAISERS.items()]
     calls = [tool_call(name, {"query": "x"}, id=name) for name in RAISERS]
     policy = ToolPolicy(timeout=5.0, retry=RetryPolicy(max_attempts=2))
-    policies = {"get_exposed": ToolPolicy(expose_error_details=True)}
+    policies = {"get_exposed": ToolPolicy(output=Output(expose_error_details=True))}
     graph = Harness(harness.adapter, harness.mode).build(
         tools, policy=policy, policies=policies, ai=AIMessage("", tool_calls=calls)
     )

@@ -72,7 +72,7 @@ def answered_entries(entries: Mapping[str, Any], answer: ToolMessage, call: Call
     `answer` when that holds the result as it is (and the state has the thread's
     messages to find it in later), else keeps a capped copy (`state_form`)."""
     findable = _messages(call.state) is not None and answer.status != "error"
-    cap = call.resolved.policy.max_result_chars
+    cap = call.resolved.policy.output.max_chars
     out: dict[str, Any] = {}
     for key, data in entries.items():
         if data.get("call_id") == answer.tool_call_id and "content" in data:
@@ -136,6 +136,6 @@ def persist(call: Call, key: str, entry: Entry) -> None:
     data = entry.persisted(call.name)
     if entry.call_id != call.id:  # a repeat: the earlier call's message is in the thread
         answer = answer_content(_messages(call.state), entry.call_id)
-        data = state_form(data, answer, call.resolved.policy.max_result_chars)
+        data = state_form(data, answer, call.resolved.policy.output.max_chars)
     # else the call ran now: `answered_entries` compares the content with its answer
     call.extras.setdefault(EXTRAS_KEY, {})[key] = data

@@ -80,7 +80,7 @@ def _orphaned(call: Call, entry: Entry) -> Status:
 def _pending(call: Call, entry: Entry, now: float) -> dict[str, Any]:
     """The stored form of this worker's pending entry: with its owner and its lease."""
     policy = call.resolved.policy
-    lease = policy.call_deadline_s or policy.dedup_ttl
+    lease = policy.call_deadline_s or policy.dedup.ttl_s
     return {**entry.persisted(call.name), "owner": me(), "lease_until": now + lease}
 
 
@@ -90,12 +90,12 @@ class _Shared:
     def __init__(self, stage: LedgerOwner, call: Call, key: str, backend: StateBackend) -> None:
         self.stage, self.call, self.key, self.backend = stage, call, key, backend
         self.lkey = _ledger_key(call, key)
-        self.ttl = call.resolved.policy.dedup_ttl
+        self.ttl = call.resolved.policy.dedup.ttl_s
 
     def begin(self) -> tuple[Action, Entry | None]:
         """The action; for RUN/WARN the pending entry of this call (now in the store)."""
         call, backend = self.call, self.backend
-        mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
+        mode = effective_mode(call.resolved.policy.dedup.mode, call.idempotent)
         now = backend.clock()
         pos = position(call)
         pending = Entry("pending", at=now, call_id=call.id, pos=pos)

@@ -1,6 +1,6 @@
 """Dedup: a call identical to an earlier one is reused, blocked, or flagged.
 
-The key is `core.key.call_key` (tool name and canonical arguments, or `ToolPolicy.dedup_key`),
+The key is `core.key.call_key` (tool name and canonical arguments, or `Dedup.key`),
 scoped by conversation thread (no thread: the model message, see `scope_of`). What happens is decided
 by `pipeline.dedup.logic.decide`. Identical calls of one step are one logical call: the first
 runs, its twins wait for it and share its outcome (`pipeline.dedup.twins`). Identical calls
@@ -67,7 +67,7 @@ class DedupStage(Stage):
     """The ledger clock (wall time, so that entries in graph state age across restarts)."""
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
-        return effective_mode(resolved.policy.dedup, resolved.idempotent) != "off"
+        return effective_mode(resolved.policy.dedup.mode, resolved.idempotent) != "off"
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)
@@ -80,7 +80,7 @@ class DedupStage(Stage):
         if ledger is None:
             policy = call.resolved.policy
             ledger = Ledger(
-                ttl=policy.dedup_ttl, max_entries=policy.dedup_max_entries, clock=self.clock
+                ttl=policy.dedup.ttl_s, max_entries=policy.dedup.max_entries, clock=self.clock
             )
             self._ledgers[call.name] = ledger
         return ledger
@@ -89,7 +89,7 @@ class DedupStage(Stage):
 
     def _begin(self, call: Call, key: str) -> tuple[Action, Entry, Waiter | None]:
         """Decide; for RUN/WARN a fresh pending entry now stands for this call."""
-        mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
+        mode = effective_mode(call.resolved.policy.dedup.mode, call.idempotent)
         scoped = (scope_of(call) or "", key)
         with self._lock:
             ledger = self._ledger(call)
@@ -165,7 +165,7 @@ class DedupStage(Stage):
 
     @staticmethod
     def _looping(call: Call, entry: Entry) -> bool:
-        return entry.repeats >= call.resolved.policy.dedup_looping_after
+        return entry.repeats >= call.resolved.policy.dedup.looping_after
 
     def _notice(self, call: Call, entry: Entry, template: str) -> None:
         call.record.notices.append(template.format(tool=call.name, n=entry.repeats))
@@ -194,7 +194,7 @@ class DedupStage(Stage):
 
     @staticmethod
     def _off(call: Call) -> bool:
-        mode = effective_mode(call.resolved.policy.dedup, call.idempotent)
+        mode = effective_mode(call.resolved.policy.dedup.mode, call.idempotent)
         if mode == "off":
             return True
         if call.twinless and not call.thread_id and not has_ledger(call.state):
@@ -251,7 +251,7 @@ class DedupStage(Stage):
         (`pipeline.dedup.twins`); ``warn`` runs each of them, as the user asked."""
         if call.twinless or call.step is None:
             return False
-        return effective_mode(call.resolved.policy.dedup, call.idempotent) != "warn"
+        return effective_mode(call.resolved.policy.dedup.mode, call.idempotent) != "warn"
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         if self._off(call):

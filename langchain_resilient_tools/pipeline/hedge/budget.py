@@ -1,6 +1,6 @@
 """The hedge budget: a token bucket filled by first attempts, emptied by hedges.
 
-Each first attempt of a tool puts `ratio` of a token in (`ToolPolicy.hedge_budget`,
+Each first attempt of a tool puts `ratio` of a token in (`Hedge.budget`,
 0.05 by default); each hedge takes one whole token, and none goes without one. The
 bucket holds at most `burst` tokens and starts full. This is the shape of gRPC's retry
 throttle and of Finagle's backup-request budget, and it does what a count over a sliding

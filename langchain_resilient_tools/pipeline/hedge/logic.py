@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.errors import ResilienceSignal
-from ...core.policy import AdaptiveTimeout, ToolPolicy
+from ...core.policy import AdaptiveTimeout, Hedge, ToolPolicy
 from ...runtime.adaptive import LatencyHistory, percentile
 from ..health import surely_not_executed
 
@@ -77,14 +77,13 @@ def auto_delay(samples: list[float], floor: float) -> float | None:
     return min(AUTO_MAX_DELAY_S, max(floor, min(high, cap)))
 
 
-def hedge_delay(policy: ToolPolicy, history: LatencyHistory | None) -> float | None:
+def hedge_delay(hedge: Hedge, history: LatencyHistory | None) -> float | None:
     """Seconds an attempt may run before a hedge is sent beside it; `None`: no hedge
     (``"auto"`` while fewer than `AUTO_MIN_SAMPLES` latencies are known)."""
-    if policy.hedge == "auto":
+    if hedge.delay == "auto":
         assert history is not None, "an auto hedge keeps a latency history"
-        return auto_delay(history.snapshot(), policy.hedge_min_delay)
-    assert isinstance(policy.hedge, (int, float)), "the stage applies to hedged tools only"
-    return float(policy.hedge)
+        return auto_delay(history.snapshot(), hedge.min_delay)
+    return float(hedge.delay)
 
 
 def why_not(

@@ -1,13 +1,13 @@
 """Hedged reads: a slow attempt of an idempotent call gets another one beside it.
 
-When an attempt has not answered after the tool's hedge delay (`ToolPolicy.hedge`: a
+When an attempt has not answered after the tool's hedge delay (`Hedge.delay`: a
 fixed delay, or ``"auto"``, learned from its recent latencies: `logic.auto_delay`, and
 no hedge at all until `logic.AUTO_MIN_SAMPLES` are known), one more attempt of the same call
-starts (up to `ToolPolicy.max_hedges`); the first good answer is the call's. The other
+starts (up to `Hedge.max_hedges`); the first good answer is the call's. The other
 attempts are cancelled (an async tool), or, when they hold a thread (a sync tool), left
 to run out and counted while they run, like the threads of timed-out attempts: no hedge
 goes while the tool's abandoned threads and running losers reach its
-`max_abandoned_threads`. (Losers are not counted where the runner counts abandoned
+`Timeouts.max_abandoned_threads`. (Losers are not counted where the runner counts abandoned
 threads: a burst of losers must not make the next first attempts fail fast.) An
 attempt that fails while another still runs does not end the call: the race fails only
 when every attempt failed, with the first attempt's failure.
@@ -34,7 +34,7 @@ No hedge goes when the call's deadline has passed, when the tool was just told
 ``rate_limited`` (for the wait the service asked for, else `RATE_LIMIT_QUIET_S`), when
 its circuit is not closed, when it holds its cap of abandoned threads, or when the hedge
 budget (`budget.HedgeBudget`: a bucket of `budget.BURST` tokens that each first attempt
-adds `ToolPolicy.hedge_budget` of a token to) or the retry budget is spent. A write is never hedged: `hedge` on a tool that is not
+adds `Hedge.budget` of a token to) or the retry budget is spent. A write is never hedged: `hedge` on a tool that is not
 idempotent is ignored, and logged once.
 
 The sync driver runs every attempt of a race on the dispatch pool's threads (the caller
@@ -54,7 +54,7 @@ from typing import Any
 from ...core.call import Call
 from ...core.errors import ToolRaised
 from ...core.hints import is_rate_limited, retry_after
-from ...core.policy import ResolvedPolicy
+from ...core.policy import Hedge, ResolvedPolicy
 from ...runtime import deadline as _deadline
 from ...runtime.adaptive import LatencyHistory
 from ...runtime.executor import dispatch_pool
@@ -83,6 +83,12 @@ def _forget(task: asyncio.Task[Any]) -> None:
     _losers.discard(task)
     if not task.cancelled():
         task.exception()  # read, so that asyncio does not log it as never retrieved
+
+
+def _options(call: Call) -> Hedge:
+    hedge = call.resolved.policy.hedge
+    assert hedge is not None, "the stage applies to hedged tools only"
+    return hedge
 
 
 class HedgeStage(Stage):
@@ -120,14 +126,14 @@ class HedgeStage(Stage):
 
     def _history(self, call: Call) -> LatencyHistory | None:
         policy = call.resolved.policy
-        if policy.hedge != "auto":
+        if policy.hedge is None or policy.hedge.delay != "auto":
             return None
         return self.histories.get(call.name, lambda: history_for(policy))
 
     def budget_for(self, call: Call) -> HedgeBudget:
-        """The tool's hedge budget: a bucket of `BURST` tokens, `hedge_budget` more per
+        """The tool's hedge budget: a bucket of `BURST` tokens, `Hedge.budget` more per
         first attempt."""
-        ratio = call.resolved.policy.hedge_budget
+        ratio = _options(call).budget
         return self.budgets.get(call.name, lambda: HedgeBudget(ratio=ratio))
 
     def _may_hedge(self, call: Call) -> bool:
@@ -139,7 +145,7 @@ class HedgeStage(Stage):
             now=policy.clock(),
             circuit_closed=circuit_closed(self.env, call),
             abandoned=self.env.runner.abandoned(call.name) + self.losers(call.name),
-            max_abandoned=policy.max_abandoned_threads,
+            max_abandoned=policy.timeouts.max_abandoned_threads,
         )
         if refused is not None or not self.budget_for(call).try_spend():
             return False
@@ -206,7 +212,8 @@ class HedgeStage(Stage):
         policy = call.resolved.policy
         clock = policy.clock
         history = self._history(call)
-        delay = hedge_delay(policy, history)
+        options = _options(call)
+        delay = hedge_delay(options, history)
         self.budget_for(call).record_call()
         if delay is None:
             return self._alone(call, call_next, history)
@@ -240,7 +247,7 @@ class HedgeStage(Stage):
         with cond:
             launch()
             while not race.decided:
-                at = start + delay * (hedges + 1) if hedges < policy.max_hedges else None
+                at = start + delay * (hedges + 1) if hedges < options.max_hedges else None
                 while not race.decided and (at is None or clock() < at):
                     cond.wait(real_wait(clock, at))
                 if race.decided:
@@ -249,7 +256,7 @@ class HedgeStage(Stage):
                 if self._may_hedge(call):
                     launch()
                 else:
-                    hedges = policy.max_hedges  # not now: not later in this race either
+                    hedges = options.max_hedges  # not now: not later in this race either
             for n, job in jobs.items():
                 if n != race.winner and not job.done():
                     self._left_running(call.name, job)  # a loser, still running
@@ -280,7 +287,8 @@ class HedgeStage(Stage):
         policy = call.resolved.policy
         clock = policy.clock
         history = self._history(call)
-        delay = hedge_delay(policy, history)
+        options = _options(call)
+        delay = hedge_delay(options, history)
         self.budget_for(call).record_call()
         if delay is None:
             return await self._aone(call, call, call_next, history)
@@ -298,7 +306,7 @@ class HedgeStage(Stage):
         launch()
         try:
             while not race.decided:
-                at = start + delay * (hedges + 1) if hedges < policy.max_hedges else None
+                at = start + delay * (hedges + 1) if hedges < options.max_hedges else None
                 done, _ = await asyncio.wait(
                     live, timeout=real_wait(clock, at), return_when=asyncio.FIRST_COMPLETED
                 )
@@ -315,7 +323,7 @@ class HedgeStage(Stage):
                 if self._may_hedge(call):
                     launch()
                 else:
-                    hedges = policy.max_hedges
+                    hedges = options.max_hedges
         finally:
             for task in live:  # the losers (or every attempt, when the caller is cancelled)
                 _losers.add(task)

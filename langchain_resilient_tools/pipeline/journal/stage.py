@@ -15,9 +15,9 @@ whose key already has an entry is decided by `logic.judge`:
   receipt is waited for within the call's deadline; if none comes, ``unknown_outcome``
   (`WriteInFlight`), never a second run;
 - **orphaned** (its worker is gone, or its lease ran out): the outcome is unknown. With
-  `ToolPolicy.verify` the verify stage looks it up before anything runs (found: its
+  `UnknownOutcome.verify` the verify stage looks it up before anything runs (found: its
   answer; not found: run once more, same key); without it, `OrphanedWrite`
-  (``unknown_outcome``; ``on_unknown_outcome="interrupt"`` then asks a person). A keyed
+  (``unknown_outcome``; ``unknown_outcome="interrupt"`` then asks a person). A keyed
   write (``idempotency_key``) is sent again with the same key, which is what the key is
   for: the service carries it out once.
 
@@ -130,7 +130,7 @@ class _Entry:
         policy = call.resolved.policy
         self.call, self.backend = call, backend
         self.key = logic.entry_key(call.name, key_for(call), step, rerun=call.resolved.rerun)
-        self.lease, self.ttl = policy.journal_lease_s, policy.journal_ttl_s
+        self.lease, self.ttl = policy.journal.lease_s, policy.journal.ttl_s
         self.intent = logic.intent(
             call.name, call.args, owner=me(), now=backend.clock(), lease=self.lease, step=step
         )
@@ -179,7 +179,7 @@ class _Entry:
 
     def write_receipt(self, value: Any = None, exc: Exception | None = None) -> None:
         failure = None if exc is None else classify(exc, self.call)
-        cap = self.call.resolved.policy.max_result_chars
+        cap = self.call.resolved.policy.output.max_chars
         entry = logic.receipt(
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
@@ -235,7 +235,7 @@ class _Entry:
                 keyed = call.resolved.policy.idempotency_key is not False
                 call.record.notices.append(m.JOURNAL_RESENT if keyed else m.JOURNAL_RESENT_SAFE)
                 return False, None
-            if call.resolved.policy.verify is None:
+            if call.resolved.policy.unknown_outcome.verify is None:
                 raise OrphanedWrite(seconds_ago=ago)
             call.extras[ORPHAN] = ago  # the verify stage looks it up first
         if verdict is Verdict.RUNNING:
@@ -251,7 +251,7 @@ class JournalStage(Stage):
     name = "journal"
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
-        return resolved.policy.journal and resolved.write
+        return resolved.policy.journal.enabled and resolved.write
 
     def _open(
         self, call: Call, backend: StateBackend, step: str

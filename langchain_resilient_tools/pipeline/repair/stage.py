@@ -48,7 +48,7 @@ def repair(call: Call) -> None:
     else:
         source = call.args
     policy = call.resolved.policy
-    result = repair_call(source, facts, policy.aliases, unknown_args=policy.unknown_args)
+    result = repair_call(source, facts, policy.args.aliases, unknown_args=policy.args.unknown)
     if result.args is None:
         if call.malformed and result.error:
             call.parse_error = result.error

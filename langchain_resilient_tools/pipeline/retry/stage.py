@@ -52,7 +52,7 @@ def should_retry(call: Call, exc: BaseException) -> bool:
     if isinstance(exc, AttemptTimeout):
         return True
     if isinstance(exc, LowQualityResult):
-        return call.resolved.policy.on_low_quality == "retry"
+        return call.resolved.policy.results.on_low_quality == "retry"
     # Our own verdicts (open circuit, bad arguments, ...) are final.
     return isinstance(exc, ToolRaised) and retry_wants(exc.original, call)
 
@@ -134,18 +134,16 @@ def retry_budget(env: Env, call: Call) -> RetryBudget | None:
     """The retry budget of `call`'s tool (made on first use), or `None` when the tool is
     not retried or its policy has no budget."""
     policy = call.resolved.policy
-    retry = policy.retry
-    ratio = retry.budget_ratio
-    if ratio is None or not _retries(call):
+    spec = policy.retry.budget
+    if spec is None or not _retries(call):
         return None
     budgets: PerTool[RetryBudget] = env.resources.setdefault(BUDGETS, PerTool())
     return budgets.get(
         call.name,
         lambda: RetryBudget(
-            ratio=ratio, minimum=retry.budget_min, window=retry.budget_window,
-            clock=policy.clock,
+            ratio=spec.ratio, minimum=spec.min, window=spec.window, clock=policy.clock
         ),
-    )  # fmt: skip
+    )
 
 
 class RetryStage(Stage):
