@@ -6,6 +6,7 @@
 #   suite     the test suite alone, e.g. on another Python in a venv of its own:
 #             `make suite PYTHON=python3.12 VENV=.venv-3.12` (what .ci/run does)
 #   serve     examples/langgraph_server under `langgraph dev` (the `dev` extra has the CLI)
+#   docs      serves the documentation site (mkdocs serve); docs-build builds it strictly
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -14,7 +15,7 @@ CORE_STAMP     := $(VENV)/.installed-core
 NOTEBOOK_STAMP := $(VENV)/.installed-notebook
 DEV_STAMP      := $(VENV)/.installed
 
-.PHONY: demo notebook test suite lint bench serve clean
+.PHONY: demo notebook test suite lint bench serve docs docs-build clean
 
 $(VENV_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +43,7 @@ notebook: $(NOTEBOOK_STAMP)
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks examples
 	$(PY) -m mypy
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 suite: $(DEV_STAMP)
 	$(PY) -m pytest -q
@@ -53,6 +55,12 @@ bench: $(DEV_STAMP)
 
 serve: $(DEV_STAMP)
 	cd examples/langgraph_server && $(CURDIR)/$(PY) -m langgraph_cli dev
+
+docs: $(DEV_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
+
+docs-build: $(DEV_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir $(VENV)/site
 
 clean:
 	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache
