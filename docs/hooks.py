@@ -19,10 +19,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `bench` is a folder of the checkout, not an installed package
-    sys.path.insert(0, str(ROOT))
+# This checkout's `bench` and package, imported now: MkDocs puts back `sys.path` once the
+# hook is loaded, and an installed copy of the package may be elsewhere (a worktree).
+sys.path.insert(0, str(ROOT))
+try:
+    from pydantic import BaseModel
 
-from bench import report  # noqa: E402
+    import langchain_resilient_tools as lrt
+    from bench import report
+finally:
+    sys.path.remove(str(ROOT))
 
 RESULTS = re.compile(r"^<!-- results: (\S+) -->$", re.M)
 FIGURE = re.compile(
@@ -55,10 +61,6 @@ def expand(markdown: str, results_dir: Path = report.RESULTS_DIR) -> str:
 
 def policy_classes() -> list[type]:
     """`ToolPolicy` and every options model it takes, depth first in field order."""
-    from pydantic import BaseModel
-
-    from langchain_resilient_tools import ToolPolicy
-
     found: list[type] = []
 
     def models(annotation: Any) -> list[type]:
@@ -74,13 +76,11 @@ def policy_classes() -> list[type]:
             for sub in models(field.annotation):
                 visit(sub)
 
-    visit(ToolPolicy)
+    visit(lrt.ToolPolicy)
     return found
 
 
 def policy_reference() -> str:
-    import langchain_resilient_tools as lrt
-
     lines = []
     for model in policy_classes():
         public = model.__name__ in lrt.__all__
