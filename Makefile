@@ -6,7 +6,8 @@
 #   suite     the test suite alone, e.g. on another Python in a venv of its own:
 #             `make suite PYTHON=python3.12 VENV=.venv-3.12` (what .ci/run does)
 #   serve     examples/langgraph_server under `langgraph dev` (the `dev` extra has the CLI)
-#   docs      serves the documentation site (mkdocs serve); docs-build builds it strictly
+#   docs      the package with the `docs` extra: serves the documentation site (mkdocs serve);
+#             docs-build builds it strictly (lint does too)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -14,6 +15,7 @@ VENV_STAMP     := $(VENV)/.created
 CORE_STAMP     := $(VENV)/.installed-core
 NOTEBOOK_STAMP := $(VENV)/.installed-notebook
 DEV_STAMP      := $(VENV)/.installed
+DOCS_STAMP     := $(VENV)/.installed-docs
 
 .PHONY: demo notebook test suite lint bench serve docs docs-build clean
 
@@ -56,10 +58,14 @@ bench: $(DEV_STAMP)
 serve: $(DEV_STAMP)
 	cd examples/langgraph_server && $(CURDIR)/$(PY) -m langgraph_cli dev
 
-docs: $(DEV_STAMP)
+$(DOCS_STAMP): pyproject.toml | $(VENV_STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
 
-docs-build: $(DEV_STAMP)
+docs-build: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir $(VENV)/site
 
 clean:
