@@ -12,6 +12,8 @@
 #   dev       only create the venv and install the `dev` extra (.ci/run makes its venvs
 #             side by side with it)
 #   serve     examples/langgraph_server under `langgraph dev` (the `dev` extra has the CLI)
+#   docs      the package with the `docs` extra: serves the documentation site (mkdocs serve);
+#             docs-build builds it strictly (lint does too)
 # The suites run on JOBS pytest-xdist workers (`auto`: one per CPU; `JOBS=0` runs in
 # one process); each test file stays on one worker (its module fixtures start once).
 PYTHON ?= python3
@@ -23,8 +25,9 @@ VENV_STAMP     := $(VENV)/.created
 CORE_STAMP     := $(VENV)/.installed-core
 NOTEBOOK_STAMP := $(VENV)/.installed-notebook
 DEV_STAMP      := $(VENV)/.installed
+DOCS_STAMP     := $(VENV)/.installed-docs
 
-.PHONY: demo notebook dev test suite suite-fast suite-slow lint bench serve clean
+.PHONY: demo notebook dev test suite suite-fast suite-slow lint bench serve docs docs-build clean
 
 $(VENV_STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +57,7 @@ dev: $(DEV_STAMP)
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks examples
 	$(PY) -m mypy
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 suite: $(DEV_STAMP)
 	$(PYTEST)
@@ -71,6 +75,16 @@ bench: $(DEV_STAMP)
 
 serve: $(DEV_STAMP)
 	cd examples/langgraph_server && $(CURDIR)/$(PY) -m langgraph_cli dev
+
+$(DOCS_STAMP): pyproject.toml | $(VENV_STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
+
+docs-build: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir $(VENV)/site
 
 clean:
 	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache

@@ -263,7 +263,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 def markdown(result: dict[str, Any], other: dict[str, Any] | None = None) -> str:
-    """The wall-time ratios as the README's Markdown table (a met target in bold): for
+    """The wall-time ratios as the docs' Markdown table (docs/benchmarks.md) (a met target in bold): for
     `ResilientToolNode`, the ratio of medians to the timed peer (the binding target) and
     to `ToolNode`, with the spread of per-round ratios and the microseconds it adds per
     call; `other` (a run on another Python) adds its ratio to the peer."""

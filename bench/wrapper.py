@@ -151,7 +151,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 def markdown(result: dict[str, Any], other: dict[str, Any] | None = None) -> str:
-    """The README's table: wrapped / timed bare tool (the binding target) and wrapped /
+    """The docs' table (docs/benchmarks.md): wrapped / timed bare tool (the binding target) and wrapped /
     bare, each with the per-round spread and the added µs per call; `other` (a run on
     another Python, with its ``python`` key) adds its ratio to the timed bare tool."""
     py = (other or {}).get("python", "other")

@@ -72,8 +72,8 @@ class ResilientToolNode(StepNode):
             itself (timeouts, an open circuit, duplicates, unknown tools) are always
             answered with the envelope (see `adapters.node_io`).
         errors_key: State key for error records, written when the state has that key.
-        Other keyword arguments are ToolNode's (`name`, `tags`, `messages_key`,
-            `wrap_tool_call`, `awrap_tool_call`) and keep their meaning.
+        name: As in `ToolNode`, and so are `tags`, `messages_key`, `wrap_tool_call`
+            and `awrap_tool_call`: they keep their meaning.
     """
 
     def __init__(
