@@ -213,7 +213,9 @@ def outcome(message: ToolMessage) -> tuple[str, int, str, str]:
     return answer, record["attempts"], record["classified_as"], record["classified_by"]
 
 
-POLICY = ToolPolicy(timeout=1.0, output=Output(attach_record=True))
+POLICY = ToolPolicy(timeout=4.0, output=Output(attach_record=True))
+"""4 s per attempt: a stalled call (60 s) times out, while a healthy call over stdio on a
+loaded machine (it once took over 1 s under a full suite beside it) does not."""
 STALLED = ("git_log", "get_or_create_invoice", "set_status")
 
 
