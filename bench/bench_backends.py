@@ -74,7 +74,9 @@ def _tool_fn(store: Any) -> Callable[[int], Any]:
     tool = ResilientTool.wrap(
         StructuredTool.from_function(get_value), policy=POLICY.model_copy(), store=store
     )
-    return lambda i: tool.invoke({"x": i})  # fresh arguments: every call misses
+    # On a thread: a call with none shares nothing, so it would not reach the store.
+    config: Any = {"configurable": {"thread_id": "bench"}}
+    return lambda i: tool.invoke({"x": i}, config)  # fresh arguments: every call misses
 
 
 def _op_us(store: Any, calls: int, rounds: int) -> dict[str, float]:

@@ -103,7 +103,10 @@ def test_the_node_reaches_a_slow_store_off_the_event_loop() -> None:
 
 def test_the_wrapper_reaches_a_slow_store_off_the_event_loop() -> None:
     store = GatedStore()
-    tool = ResilientTool.wrap(ok_tool(), policy=POLICY, store=store)
+    # outside a graph (no thread) a result is shared only when it is everyone's
+    policy = ToolPolicy(
+        breaker=POLICY.breaker, cache=Cache(ttl_s=60, stale_s=600, scope="global"))
+    tool = ResilientTool.wrap(ok_tool(), policy=policy, store=store)
 
     async def main() -> list[Any]:
         first = await _with_opener(store, tool.ainvoke({"city": "Oslo"}))

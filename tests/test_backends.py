@@ -177,9 +177,9 @@ def test_a_read_repeated_on_another_worker_is_reused(harness: Harness) -> None:
 def test_result_cache_is_shared(harness: Harness) -> None:
     store = InMemoryStore()
     tools = [ok_tool("get_weather")]
-    policy = ToolPolicy(dedup="off", shared=Shared(backend="store"), cache=Cache(ttl_s=60))
-    harness.run(tools, [tool_call("get_weather", {"city": "Rome"}, id="w1")], policy=policy, store=store)  # fmt: skip
-    again = harness.run(tools, [tool_call("get_weather", {"city": "Rome"}, id="w2")], policy=policy, store=store)  # fmt: skip
+    policy = ToolPolicy(shared=Shared(backend="store"), cache=Cache(ttl_s=60), dedup="off")
+    harness.run(tools, [tool_call("get_weather", {"city": "Rome"}, id="w1")], policy=policy, store=store, config=THREAD)  # fmt: skip
+    again = harness.run(tools, [tool_call("get_weather", {"city": "Rome"}, id="w2")], policy=policy, store=store, config=THREAD)  # fmt: skip
     assert again["w2"].response_metadata["resilience"]["served_by"] == "cache"
     assert CALLS["get_weather"] == 1
 
@@ -192,13 +192,13 @@ def test_stale_cache_is_shared(harness: Harness) -> None:
         shared=Shared(backend="store"),
         cache=Cache(stale_s=600),
     )
-    harness.run([ok_tool("get_weather")], [tool_call("get_weather", {"city": "Rome"}, id="w1")], policy=policy, store=store)  # fmt: skip
+    harness.run([ok_tool("get_weather")], [tool_call("get_weather", {"city": "Rome"}, id="w1")], policy=policy, store=store, config=THREAD)  # fmt: skip
 
     def down_fn(city: str) -> str:
         raise ConnectionError("down")
 
     down = [counted("get_weather", down_fn)]
-    again = harness.run(down, [tool_call("get_weather", {"city": "Rome"}, id="w2")], policy=policy, store=store)  # fmt: skip
+    again = harness.run(down, [tool_call("get_weather", {"city": "Rome"}, id="w2")], policy=policy, store=store, config=THREAD)  # fmt: skip
     assert again["w2"].status == "success" and "sunny in Rome" in str(again["w2"].content)
     assert again["w2"].response_metadata["resilience"]["served_by"] == "stale_cache"
 

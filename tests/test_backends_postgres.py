@@ -171,6 +171,7 @@ def test_an_async_graph_shares_state_through_async_postgres_store(pg_url: str, d
 
     policy = ToolPolicy(breaker=BreakerPolicy(failure_threshold=3), cache=Cache(ttl_s=60))
     ai = AIMessage("", tool_calls=[_call("get_weather", {"city": "Oslo"}, "c1")])
+    thread: Any = {"configurable": {"thread_id": "t1"}}  # no thread: nothing is shared
 
     def app(store: Any) -> Any:
         graph = StateGraph(ResilientToolsState)
@@ -183,7 +184,7 @@ def test_an_async_graph_shares_state_through_async_postgres_store(pg_url: str, d
         answers = []
         for _ in range(2):  # two workers' nodes, each on its own store connection
             async with AsyncPostgresStore.from_conn_string(pg_url) as store:
-                state = await app(store).ainvoke({"messages": [ai]})
+                state = await app(store).ainvoke({"messages": [ai]}, thread)
                 answers.append(state["messages"][-1])
         return answers
 

@@ -83,7 +83,10 @@ def test_pipeline_hook_sees_cache_hits() -> None:
 
     outcomes: list[Outcome] = []
     pipeline = Pipeline(
-        PolicyResolver(ToolPolicy(clock=FakeClock(), dedup="off", cache=Cache(ttl_s=60))),
+        # no thread: shared only when the result is everyone's ("global")
+        PolicyResolver(
+            ToolPolicy(cache=Cache(ttl_s=60, scope="global"), clock=FakeClock(), dedup="off")
+        ),
         on_outcome=outcomes.append,
     )
     tool = ok_tool()

@@ -380,12 +380,14 @@ def test_a_failing_key_function_shares_nothing(adapter: str, mode: str) -> None:
 @pytest.mark.parametrize("feature", list(FEATURES))
 def test_an_injected_argument_is_in_the_key(feature: str, scope: str, mode: str) -> None:
     wrapped = ResilientTool.wrap(get_orders_by_arg, policy=_policy(feature, scope=scope))
+    # "thread" shares only within a thread (a call with none shares nothing)
+    config: Any = {"configurable": {"thread_id": "t1"}} if scope == "thread" else None
 
     def ask(user: str, call_id: str) -> Any:
         call = tool_call("get_orders_by_arg", {"user_id": user}, id=call_id)
         if mode == "sync":
-            return wrapped.invoke(call)
-        return asyncio.run(wrapped.ainvoke(call))
+            return wrapped.invoke(call, config)
+        return asyncio.run(wrapped.ainvoke(call, config))
 
     assert ask("alice", "c1").content == "orders of alice"
     SERVICE["down"] = feature != "cache"

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Annotated, Any
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, NotRequired
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.managed import RemainingSteps
 
-from langchain_resilient_tools import ResilientToolNode
+from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
 from langchain_resilient_tools.state.graph import append_records
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
-from tests.tools import failing_tool
+from tests.tools import failing_tool, ok_tool
 
 LOGGER = "langchain_resilient_tools"
 
@@ -77,3 +84,115 @@ def test_create_react_agent_default_state_is_warned_about(
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         agent.invoke({"messages": [HumanMessage("go")]})
     assert len(_warnings(caplog)) == 1
+
+
+# -- the node inside create_react_agent (v1: one step; v2: each call sent on its own) and
+# -- create_agent: the records are kept in the state the graph declares.
+
+
+class ReactState(ResilientToolsState):
+    remaining_steps: NotRequired[RemainingSteps]  # create_react_agent requires it
+
+
+def _react_agent(
+    version: str, schema: Any, tools: list[Any], args: dict[str, Any] | None = None
+) -> Any:
+    from langgraph.prebuilt import create_react_agent
+
+    args = args or {"query": "q"}
+    calls = [tool_call(t.name, args, id=f"c{i}") for i, t in enumerate(tools)]
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=calls), AIMessage("done")])
+    with warnings.catch_warnings():  # create_react_agent is deprecated in LangGraph 1.0
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return create_react_agent(
+            model, ResilientToolNode(tools), state_schema=schema, version=version
+        )
+
+
+def _invoke(agent: Any, mode: str, payload: Any) -> Any:
+    if mode == "sync":
+        return agent.invoke(payload)
+    return asyncio.run(agent.ainvoke(payload))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_create_react_agent_keeps_the_records(
+    version: str, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tools = [failing_tool("get_x", ValueError("no")), failing_tool("get_y", ValueError("no"))]
+    agent = _react_agent(version, ReactState, tools)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        state = _invoke(agent, mode, {"messages": [HumanMessage("go")]})
+    assert sorted(r["tool_call_id"] for r in state["tool_errors"]) == ["c0", "c1"]
+    assert _warnings(caplog) == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_create_react_agent_keeps_the_dedup_ledger(version: str, mode: str) -> None:
+    state = _invoke(
+        _react_agent(version, ReactState, [ok_tool("get_x")], {"city": "Oslo"}),
+        mode,
+        {"messages": [HumanMessage("go")]},
+    )
+    (entry,) = state["tool_ledger"]["dedup"].values()
+    assert entry["call_id"] == "c0" and entry["status"] == "ok"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_create_react_agent_default_state_is_warned_about_per_version(
+    version: str, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from langgraph.prebuilt.chat_agent_executor import AgentState
+
+    agent = _react_agent(version, AgentState, [failing_tool("get_x", ValueError("no"))])
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        state = _invoke(agent, mode, {"messages": [HumanMessage("go")]})
+    assert "tool_errors" not in state and len(_warnings(caplog)) == 1
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("own_schema", [False, True])
+def test_create_agent_keeps_the_records(own_schema: bool, mode: str) -> None:
+    from langchain.agents import AgentState, create_agent
+
+    from langchain_resilient_tools import ResilientToolsMiddleware
+
+    class MyState(AgentState[Any]):
+        user_id: NotRequired[str]
+
+    calls = [tool_call("get_x", {"query": "q"}, id="c0")]
+    model = ScriptedChatModel(script=[AIMessage("", tool_calls=calls), AIMessage("done")])
+    kwargs: dict[str, Any] = {"state_schema": MyState} if own_schema else {}
+    agent = create_agent(
+        model,
+        tools=[failing_tool("get_x", ValueError("no"))],
+        middleware=[ResilientToolsMiddleware()],
+        **kwargs,
+    )
+    state = _invoke(agent, mode, {"messages": [HumanMessage("go")]})
+    assert [r["tool_call_id"] for r in state["tool_errors"]] == ["c0"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_dataclass_state_keeps_the_records(mode: str) -> None:
+    @dataclass
+    class State:
+        messages: Annotated[list[AnyMessage], add_messages]
+        tool_errors: Annotated[list[dict[str, Any]], append_records] = field(default_factory=list)
+
+    state = _invoke(_graph(State), mode, _turn(0))
+    assert [r["error"] for r in state["tool_errors"]] == ["tool_error"]
+
+
+DOC = (Path(__file__).parent.parent / "docs" / "state-records.md").read_text()
+DOC_BLOCKS = re.findall(r"```python\n(.*?)```", DOC, flags=re.S)
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved:DeprecationWarning")
+@pytest.mark.parametrize("code", DOC_BLOCKS, ids=[f"block{i}" for i in range(len(DOC_BLOCKS))])
+def test_the_documented_advice_runs_as_written(code: str) -> None:
+    assert len(DOC_BLOCKS) == 3
+    exec(compile(code, "docs/state-records.md", "exec", dont_inherit=True), {"__name__": "docs"})

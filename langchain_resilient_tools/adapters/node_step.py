@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Literal
 
-from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.messages import ToolCall
 from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
 from langgraph.runtime import Runtime
@@ -30,9 +30,9 @@ from ..pipeline.driver import Pipeline
 from ..runtime.executor import dispatch_pool
 from ..runtime.steploop import run_step, step_loop
 from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
-from ..text.envelope import take_error_record
 from .context import INPUT_TYPE, TWINS
 from .node_review import ReviewedSteps
+from .records import with_error_records
 from .rollback import annotate, finish_node_step
 
 
@@ -74,8 +74,7 @@ class StepNode(ReviewedSteps):
                 outputs = self._run_all_threaded(tool_calls, runtimes, twins, input_type, config)
         finally:
             TWINS.reset(token)
-        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
-        return self._after_step(output, input, config)
+        return self._finish(outputs, input_type, input, runtimes, config)
 
     def _run_all_threaded(
         self,
@@ -163,8 +162,7 @@ class StepNode(ReviewedSteps):
                 outputs = await self._arun_all(tool_calls, runtimes, twins, config, run=run)
         finally:
             TWINS.reset(token)
-        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
-        return self._after_step(output, input, config)
+        return self._finish(outputs, input_type, input, runtimes, config)
 
     async def _arun_all(
         self,
@@ -209,39 +207,34 @@ class StepNode(ReviewedSteps):
             outputs.append(result)
         return outputs
 
-    def _after_step(self, output: Any, input: Any, config: RunnableConfig) -> Any:
-        """Dedup entries to ``tool_ledger``, and rollbacks (see `adapters.rollback`)."""
+    def _finish(
+        self,
+        outputs: list[Any],
+        input_type: Literal["list", "dict", "tool_calls"],
+        input: Any,
+        runtimes: list[ToolRuntime],
+        config: RunnableConfig,
+    ) -> Any:
+        """The step's output with error records to ``tool_errors``, dedup entries to
+        ``tool_ledger``, and rollbacks (see `adapters.rollback`), in the graph state:
+        `input`, or the state a `Send` payload carries (each call's runtime holds it)."""
+        state = runtimes[0].state if runtimes else input
+        output = with_error_records(
+            self._combine_tool_outputs(outputs, input_type),
+            state,
+            key=self._errors_key,
+            messages_key=self._messages_key,
+            dropped=partial(self._errors_dropped.dropped, f"ResilientToolNode {self.name!r}"),
+        )
         return finish_node_step(
             output,
             input,
+            state=state,
             messages_key=self._messages_key,
             ledger_key=LEDGER_KEY,
             memory=self._rollbacks,
             thread_id=thread_id_of(config),
         )
-
-    def _with_errors(self, output: Any, input: Any) -> Any:
-        """Error records to the state's ``tool_errors`` (when it has that key); private
-        records are taken off the answers either way (`take_error_record`)."""
-        messages: list[Any] = []
-        if isinstance(output, dict):
-            messages = output.get(self._messages_key, [])
-        else:
-            for item in output:
-                if isinstance(item, dict):
-                    messages.extend(item.get(self._messages_key, []))
-                elif isinstance(item, ToolMessage):
-                    messages.append(item)
-        records = [r for msg in messages if (r := take_error_record(msg)) is not None]
-        key = self._errors_key
-        if not records or not key or not isinstance(input, dict):
-            return output
-        if key not in input:  # e.g. create_react_agent's default state
-            self._errors_dropped.dropped(f"ResilientToolNode {self.name!r}", key)
-            return output
-        if isinstance(output, dict):
-            return {**output, key: records}
-        return [*output, {key: records}]
 
 
 def _bind(ctx: contextvars.Context, fn: Callable[[int], Any], i: int) -> Callable[[], Any]:

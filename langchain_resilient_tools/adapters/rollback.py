@@ -170,21 +170,27 @@ def finish_node_step(
     output: Any,
     input: Any,
     *,
+    state: Any = None,
     messages_key: str,
     ledger_key: str | None,
     memory: MutableMapping[str, int],
     thread_id: str | None,
 ) -> Any:
-    """`ResilientToolNode`'s step output with ledger entries written and rollback done."""
+    """`ResilientToolNode`'s step output with ledger entries written and rollback done.
+
+    `state`: the graph state when `input` is not it (a `Send` payload carrying one call
+    of a step and the state: ledger entries are written, but no rollback, which undoes
+    the whole step and is left to a node that runs it whole)."""
+    state = input if state is None else state
     answers = _tool_messages(output, messages_key)
     if not any(_MARKS.intersection(a.response_metadata) for a in answers):
         # Nothing to write and nothing to roll back: only a rollback count to reset.
-        ledger = _ledger_of(input)
+        ledger = _ledger_of(state)
         if not memory.get(thread_id or "") and not (ledger and ledger.get("rollbacks")):
             return output
     entries = pop_ledger(answers)
-    in_graph = isinstance(input, dict) and isinstance(output, dict)
-    has_ledger = bool(ledger_key) and isinstance(input, dict) and ledger_key in input
+    in_graph = state is input and isinstance(input, dict) and isinstance(output, dict)
+    has_ledger = bool(ledger_key) and isinstance(state, dict) and ledger_key in state
     update: dict[str, Any] = {}
     if has_ledger and entries:
         update["dedup"] = entries

@@ -4,12 +4,15 @@
 excluded) in a canonical form: keys sorted, strings with their whitespace normalised,
 numbers and booleans as JSON writes them. `Dedup.key` narrows the arguments
 to some fields, or computes the key. Dedup never reaches past one thread (see
-`pipeline.dedup.logic.scope_of`).
+`pipeline.dedup.logic.scope_of`), and within it serves a result only to a call that
+could have produced it: the key also covers the tool's declared inputs and the runtime
+context and ``configurable`` (two users on one thread never share a result).
 
 `result_key` is the result cache's and the stale fallback's, which serve one call's
 result to another call, possibly of another user: it adds everything the tool reads
 besides the arguments and the scope a result is shared in. The rule is `core.reads`'s:
-a result is served only to a call that could have produced it.
+a result is served only to a call that could have produced it. A call with no thread
+shares nothing unless ``cache_scope="global"``.
 """
 
 from __future__ import annotations
@@ -52,21 +55,30 @@ def key_basis(call: Call) -> Any:
     return {name: canonical(call.args.get(name)) for name in spec}
 
 
-def call_key(call: Call) -> str:
-    """A short stable digest of (tool name, canonical arguments)."""
-    text = json.dumps(
-        [call.name, key_basis(call)], sort_keys=True, default=str, separators=(",", ":")
-    )
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=repr, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def call_key(call: Call) -> str:
+    """A short stable digest of the tool name, the canonical arguments and who asks: the
+    tool's declared inputs (`core.reads.declared_reads`, less the whole state, which is
+    the thread's own) and what any tool may read undeclared (`core.reads.ambient`: the
+    runtime context and ``configurable``). Values are digested, never kept.
+
+    A call whose inputs cannot be digested is keyed by its own call id: it shares
+    nothing, and the same call run again (a resumed step) still finds its own result.
+    """
+    try:
+        reads = declared_reads(call, whole_state=False)
+        return _digest([call.name, key_basis(call), reads, ambient(call)])
+    except Exception:  # e.g. a circular value in the state: no sharing
+        log.warning("the inputs of %s cannot be digested: no dedup across calls", call.name)
+        return _digest([call.name, "call", call.id])
 
 
 _RESULT_KEY = "result_key"
 """Where a call's result key is kept once built (``Call.extras``)."""
-
-
-def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, default=repr, separators=(",", ":"))
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def result_key(call: Call) -> str | None:
@@ -77,11 +89,16 @@ def result_key(call: Call) -> str | None:
     context and ``configurable``; ``"global"``: nothing more); and what identifies the
     result (`Cache.key`'s value, else the canonical arguments and the
     declared inputs, `core.reads.declared_reads`). Values are digested, never kept.
+    A call with no thread under the ``"thread"`` scope has no key: outside a thread
+    nothing tells one caller from another.
     """
     if _RESULT_KEY in call.extras:
         found: str | None = call.extras[_RESULT_KEY]
         return found
     policy = call.resolved.policy
+    if policy.cache.scope == "thread" and not call.thread_id:
+        call.extras[_RESULT_KEY] = None
+        return None
     scope: list[Any] = [policy.cache.scope]
     if policy.cache.scope == "thread":
         scope += [call.thread_id, *ambient(call)]

@@ -107,16 +107,19 @@ class Entry:
 
 
 def scope_of(call: Call) -> str | None:
-    """Who shares a ledger: one conversation thread, else one model message.
+    """Who shares a ledger: one conversation thread, else one step or model message.
 
     Without a thread id a graph may be serving many users, so dedup never reaches past
-    the AIMessage that made the call (or, for a wrapped tool that cannot see the
-    messages, past the graph step that ran it). An AIMessage without an id (a node
-    invoked directly, outside a graph) is known by its tool call ids, so that twins in
-    it are decided as in a graph. With neither messages nor a step, dedup is off.
+    the step that ran the call as its adapter knows it (`Call.step`: one run of a
+    node's step, an agent turn's AIMessage, the graph task of a wrapped tool), else the
+    AIMessage that made it. An AIMessage without an id is known by its tool call ids,
+    so that twins in it are decided as in a graph. With neither, dedup is off. Within
+    a scope the key (`core.key.call_key`) still tells the callers apart.
     """
     if call.thread_id:
         return f"thread:{call.thread_id}"
+    if call.step:
+        return f"step:{call.step}"
     state = call.state
     messages = state.get("messages") if isinstance(state, Mapping) else state
     if isinstance(messages, list):
@@ -128,7 +131,7 @@ def scope_of(call: Call) -> str | None:
                 if ids:
                     return "calls:" + "\x1f".join(ids)
                 break
-    return f"step:{call.step}" if call.step else None
+    return None
 
 
 def run_untracked(call: Call) -> Call:

@@ -1,7 +1,8 @@
 """Dedup: a call identical to an earlier one is reused, blocked, or flagged.
 
 The key is `core.key.call_key` (tool name and canonical arguments, or `Dedup.key`),
-scoped by conversation thread (no thread: the model message, see `scope_of`). What happens is decided
+scoped by conversation thread (no thread: the step or model message, see `scope_of`), and covering
+who asks (the declared inputs, the runtime context, `configurable`). What happens is decided
 by `pipeline.dedup.logic.decide`. Identical calls of one step are one logical call: the first
 runs, its twins wait for it and share its outcome (`pipeline.dedup.twins`). Identical calls
 of different steps running at the same time are decided once: a read waits for the first
