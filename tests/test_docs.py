@@ -14,6 +14,8 @@ import ast
 import importlib.util
 import json
 import re
+import sys
+import types
 from pathlib import Path
 from types import ModuleType
 
@@ -51,9 +53,14 @@ def _with_code(lang: str) -> list[Path]:
     return [p for p in PAGES if blocks(p, lang)]
 
 
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved:DeprecationWarning")
 @pytest.mark.parametrize("page", _with_code("python"), ids=_rel)
-def test_page_examples_run(page: Path) -> None:
-    namespace: dict[str, object] = {"__name__": "docs_example"}
+def test_page_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A module of its own in sys.modules, as a user's script is: type hints that name the
+    # page's imports (a state's `Annotated[...]` fields) resolve in it.
+    module = types.ModuleType("docs_example")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace = module.__dict__
     for line, code, reason in blocks(page):
         if reason is not None:
             continue
