@@ -286,26 +286,54 @@ def overlay(base: ToolPolicy, layer: ToolPolicy) -> ToolPolicy:
 
 
 class ResolvedPolicy:
-    """A tool's effective policy plus the facts derived from it once."""
+    """A tool's effective policy plus the facts derived from it once.
 
-    __slots__ = ("idempotent", "policy", "rerun")
+    The options every call reads are copied out of their groups here, once per tool: a
+    slot reads several times faster than a pydantic field, and a grouped option is two
+    of those (`policy.timeouts.isolate`). Read the rest from `policy`.
+    """
+
+    __slots__ = (
+        "adaptive", "attach_record", "clock", "deadline_s", "dedup_mode", "detect_text",
+        "idempotent", "isolate", "keyed", "max_abandoned_threads", "max_attempts",
+        "max_chars", "policy", "rerun", "retry_budget", "timeout", "unknown_args",
+    )  # fmt: skip
 
     def __init__(self, policy: ToolPolicy, tool_name: str) -> None:
         self.policy = policy
         self.rerun = False
         """A write run once more because a person chose so (`PolicyResolver.for_rerun`)."""
-        if policy.idempotency_key is not False:  # the service recognises repeats
+        self.keyed = policy.idempotency_key is not False
+        """The tool's service honours idempotency keys (`ToolPolicy.idempotency_key`)."""
+        if self.keyed:  # the service recognises repeats
             self.idempotent = True
         elif policy.idempotent is not None:
             self.idempotent = policy.idempotent
         else:
             self.idempotent = infer_idempotent(tool_name)
+        # -- read by every call ------------------------------------------------------
+        self.timeout = policy.timeout
+        self.deadline_s = policy.call_deadline_s
+        self.clock = policy.clock
+        timeouts = policy.timeouts
+        self.adaptive = timeouts.adaptive
+        self.isolate = timeouts.isolate
+        self.max_abandoned_threads = timeouts.max_abandoned_threads
+        self.unknown_args = policy.args.unknown
+        self.dedup_mode = policy.dedup.mode
+        self.max_attempts = policy.retry.max_attempts
+        self.retry_budget = policy.retry.budget
+        self.detect_text = policy.results.detect_error_text and not policy.results.checks
+        """Text that reads as an error report fails the call at once: detection on, and
+        no result checks of the user's (they run first, in `pipeline.checks`)."""
+        self.max_chars = policy.output.max_chars
+        self.attach_record = policy.output.attach_record
 
     @property
     def write(self) -> bool:
         """A write by our rules: not idempotent, or idempotent only through a key (a keyed
         write is retried with its key, but never hedged, and it is journaled)."""
-        return not self.idempotent or self.policy.idempotency_key is not False
+        return not self.idempotent or self.keyed
 
 
 _WILDCARDS = re.compile(r"\*|\?|\[[^\]]*\]")

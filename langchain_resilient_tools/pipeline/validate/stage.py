@@ -19,7 +19,7 @@ def validate(call: Call) -> None:
         return
     if tool.handle_validation_error:  # the tool answers its own validation errors
         return
-    reject = call.resolved.policy.args.unknown == "reject"
+    reject = call.resolved.unknown_args == "reject"
     problems = check(tool_schema(tool), call.args, reject_unknown=reject)
     if problems:
         raise InvalidArguments(problems)
