@@ -300,6 +300,7 @@ def test_repr_shows_only_what_differs_from_the_defaults() -> None:
         "ToolPolicy(dedup=Dedup(mode='block'), cache=Cache(ttl_s=60.0), timeout=5.0)"
     )
     assert repr(RetryPolicy(budget=None)) == "RetryPolicy(budget=None)"
+    assert repr(ToolPolicy(hedge="auto")) == "ToolPolicy(hedge=Hedge(delay='auto'))"
     assert repr(ToolPolicy(fallback=_Uncomparable())).startswith("ToolPolicy(fallback=")
 
 

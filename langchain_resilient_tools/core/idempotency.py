@@ -115,7 +115,7 @@ def with_key(call: Call, args: dict[str, Any]) -> dict[str, Any]:
 
 def declared(call: Call) -> bool:
     """Whether the call's policy declares that its service honours keys."""
-    return call.resolved.policy.idempotency_key is not False
+    return call.resolved.keyed
 
 
 def keyed_config(call: Call, config: Any) -> Any:

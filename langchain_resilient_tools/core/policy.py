@@ -307,9 +307,18 @@ class ResolvedPolicy:
     ``write``; `classified_by` says what decided it (``explicit``, ``annotations``,
     ``name``). `idempotent`: safe to send again (not a plain write). `write`: a write by
     our rules, idempotent or not (journaled, never hedged).
+
+    The options every call reads are copied out of their groups here, once per tool: a
+    slot reads several times faster than a pydantic field, and a grouped option is two
+    of those (`policy.timeouts.isolate`). Read the rest from `policy`.
     """
 
-    __slots__ = ("access", "classified_by", "hints", "idempotent", "policy", "rerun", "write")
+    __slots__ = (
+        "access", "adaptive", "attach_record", "classified_by", "clock", "deadline_s",
+        "dedup_mode", "detect_text", "hints", "idempotent", "isolate", "keyed",
+        "max_abandoned_threads", "max_attempts", "max_chars", "policy", "rerun",
+        "retry_budget", "timeout", "unknown_args", "write",
+    )  # fmt: skip
 
     def __init__(self, policy: ToolPolicy, tool_name: str, hints: ToolHints | None = None) -> None:
         self.policy = policy
@@ -317,7 +326,9 @@ class ResolvedPolicy:
         """The tool's annotations, if it has any (`core.annotations.hints_of`)."""
         self.rerun = False
         """A write run once more because a person chose so (`PolicyResolver.for_rerun`)."""
-        if policy.idempotency_key is not False:  # the service recognises repeats
+        self.keyed = policy.idempotency_key is not False
+        """The tool's service honours idempotency keys (`ToolPolicy.idempotency_key`)."""
+        if self.keyed:  # the service recognises repeats
             self.access, self.classified_by = "idempotent_write", "explicit"
         elif policy.idempotent is not None:
             self.access = "read" if policy.idempotent else "write"
@@ -327,6 +338,23 @@ class ResolvedPolicy:
             self.access, self.classified_by = classify(by_name, hints, policy.annotations)
         self.idempotent = self.access != "write"
         self.write = self.access != "read"
+        # -- read by every call ------------------------------------------------------
+        self.timeout = policy.timeout
+        self.deadline_s = policy.call_deadline_s
+        self.clock = policy.clock
+        timeouts = policy.timeouts
+        self.adaptive = timeouts.adaptive
+        self.isolate = timeouts.isolate
+        self.max_abandoned_threads = timeouts.max_abandoned_threads
+        self.unknown_args = policy.args.unknown
+        self.dedup_mode = policy.dedup.mode
+        self.max_attempts = policy.retry.max_attempts
+        self.retry_budget = policy.retry.budget
+        self.detect_text = policy.results.detect_error_text and not policy.results.checks
+        """Text that reads as an error report fails the call at once: detection on, and
+        no result checks of the user's (they run first, in `pipeline.checks`)."""
+        self.max_chars = policy.output.max_chars
+        self.attach_record = policy.output.attach_record
 
 
 _WILDCARDS = re.compile(r"\*|\?|\[[^\]]*\]")

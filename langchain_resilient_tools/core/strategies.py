@@ -110,6 +110,10 @@ class Hedge(Options):
     """With ``delay="auto"``: the shortest hedge delay, in seconds (until the tool's
     latencies are known, it is not hedged at all)."""
 
+    def __repr_args__(self) -> Any:  # the delay always: ``Hedge()`` would not say it hedges
+        yield "delay", self.delay
+        yield from ((k, v) for k, v in super().__repr_args__() if k != "delay")
+
     @field_validator("delay", mode="before")
     @classmethod
     def _check_delay(cls, v: Any) -> Any:

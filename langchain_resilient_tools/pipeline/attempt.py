@@ -28,13 +28,13 @@ from .stage import AsyncNext, Env, Next, Stage
 
 def attempt_timeout(call: Call, history: LatencyHistory | None = None) -> float | None:
     """The timeout of the next attempt of `call`, in seconds (raises when none is left)."""
-    configured = call.resolved.policy.timeout
+    configured = call.resolved.timeout
     timeout = configured if history is None else history.timeout(configured)
     return _deadline.cap(call, timeout)
 
 
 def _isolated(call: Call) -> bool:
-    return call.resolved.policy.timeouts.isolate and call.tool is not None
+    return call.resolved.isolate and call.tool is not None
 
 
 def _tool_args(call: Call) -> dict[str, Any]:
@@ -50,7 +50,7 @@ class AttemptStage(Stage):
 
     def history_for(self, call: Call) -> LatencyHistory | None:
         """The tool's latency history when its timeout is adaptive, else `None`."""
-        spec = call.resolved.policy.timeouts.adaptive
+        spec = call.resolved.adaptive
         if spec is None:
             return None
         return self.latencies.get(call.name, lambda: LatencyHistory(spec))
@@ -64,7 +64,7 @@ class AttemptStage(Stage):
         history = self.history_for(call)
         timeout = attempt_timeout(call, history)
         call.record.attempts += 1
-        clock = call.resolved.policy.clock
+        clock = call.resolved.clock
         start = clock()
         if _isolated(call):
             assert call.tool is not None
@@ -72,9 +72,8 @@ class AttemptStage(Stage):
         elif timeout is None:
             value = call_next(call)
         else:
-            policy = call.resolved.policy
             value = self.env.runner.run(
-                call.name, lambda: call_next(call), timeout, policy.timeouts.max_abandoned_threads
+                call.name, lambda: call_next(call), timeout, call.resolved.max_abandoned_threads
             )
         if history is not None:
             history.add(clock() - start)
@@ -101,16 +100,15 @@ class AttemptStage(Stage):
         history: LatencyHistory | None,
         timeout: float | None,
     ) -> Any:
-        clock = call.resolved.policy.clock
+        clock = call.resolved.clock
         start = clock()
         if _isolated(call):
             assert call.tool is not None
             value = await arun_isolated(call.tool, _tool_args(call), timeout)
         elif call.offload:
             terminal = self.env.sync_terminal
-            policy = call.resolved.policy
             value = await self.env.runner.arun(
-                call.name, partial(terminal, call), timeout, policy.timeouts.max_abandoned_threads
+                call.name, partial(terminal, call), timeout, call.resolved.max_abandoned_threads
             )
         else:
             value = await await_with_timeout(partial(call_next, call), timeout)

@@ -122,9 +122,7 @@ def _returned(value: Any, call: Call) -> Any:
     A policy with result checks leaves the text detection to the checks stage, after
     its own checks (`pipeline.checks.judge`): what the user configured wins.
     """
-    policy = call.resolved.policy
-    detect = policy.results.detect_error_text and not policy.results.checks
-    reported = error_result(value, detect_text=detect)
+    reported = error_result(value, detect_text=call.resolved.detect_text)
     if reported is not None:
         raise ToolRaised(reported)
     return value

@@ -30,9 +30,9 @@ def deadline_of(config: Any) -> float | None:
 
 def start(call: Call) -> None:
     """Fix `call.deadline` when the call starts: the earlier of the run's and its own."""
-    policy = call.resolved.policy
-    now = call.started = policy.clock()
-    budget = policy.call_deadline_s
+    resolved = call.resolved
+    now = call.started = resolved.clock()
+    budget = resolved.deadline_s
     if budget is None:
         return
     own = now + budget
@@ -43,7 +43,7 @@ def remaining(call: Call) -> float | None:
     """Seconds left before `call`'s deadline (may be <= 0), or `None` without one."""
     if call.deadline is None:
         return None
-    return call.deadline - call.resolved.policy.clock()
+    return call.deadline - call.resolved.clock()
 
 
 def remaining_or_none(call: Call) -> float | None:

@@ -174,12 +174,12 @@ def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list
     layer did something (or `Output.attach_record` asks for it), else unchanged."""
     if isinstance(value, Command) or is_message_list(value):
         return cast("Command[Any] | list[Any]", value)  # validated by ToolNode; answers itself
-    policy = call.resolved.policy
-    cap = policy.output.max_chars
+    resolved = call.resolved
+    cap = resolved.max_chars
     if isinstance(value, ToolMessage):
         content = truncate(value.content, cap)
         cut = content is not value.content
-        attach = policy.output.attach_record or cut or not untouched(call)
+        attach = resolved.attach_record or cut or not untouched(call)
         if not attach:
             return value
         # Copied, never changed in place: a user's wrapper or another middleware may
@@ -191,7 +191,7 @@ def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list
         return value.model_copy(update=update)
     raw = _content_of(value)
     content = truncate(raw, cap)
-    attach = policy.output.attach_record or content is not raw or not untouched(call)
+    attach = resolved.attach_record or content is not raw or not untouched(call)
     return ToolMessage(
         content=_with_notices(content, call.record.notices),
         name=call.name,

@@ -195,7 +195,7 @@ class DedupStage(Stage):
 
     @staticmethod
     def _off(call: Call) -> bool:
-        mode = effective_mode(call.resolved.policy.dedup.mode, call.idempotent)
+        mode = effective_mode(call.resolved.dedup_mode, call.idempotent)
         if mode == "off":
             return True
         if call.twinless and not call.thread_id and not has_ledger(call.state):

@@ -122,8 +122,10 @@ def _deadline_passed(call: Call) -> bool:
 
 
 def _retries(call: Call) -> bool:
-    retry = call.resolved.policy.retry
-    return retry.max_attempts > 1 and (call.idempotent or retry.retry_refused_writes)
+    resolved = call.resolved
+    return resolved.max_attempts > 1 and (
+        call.idempotent or resolved.policy.retry.retry_refused_writes
+    )
 
 
 BUDGETS = "retry_budgets"
@@ -133,15 +135,14 @@ BUDGETS = "retry_budgets"
 def retry_budget(env: Env, call: Call) -> RetryBudget | None:
     """The retry budget of `call`'s tool (made on first use), or `None` when the tool is
     not retried or its policy has no budget."""
-    policy = call.resolved.policy
-    spec = policy.retry.budget
+    spec = call.resolved.retry_budget
     if spec is None or not _retries(call):
         return None
     budgets: PerTool[RetryBudget] = env.resources.setdefault(BUDGETS, PerTool())
     return budgets.get(
         call.name,
         lambda: RetryBudget(
-            ratio=spec.ratio, minimum=spec.min, window=spec.window, clock=policy.clock
+            ratio=spec.ratio, minimum=spec.min, window=spec.window, clock=call.resolved.clock
         ),
     )
 

@@ -22,7 +22,7 @@ def validate(call: Call) -> None:
     tool = call.tool
     if tool is None or call.schemaless or call.malformed:
         return
-    reject = call.resolved.policy.args.unknown == "reject"
+    reject = call.resolved.unknown_args == "reject"
     if call.tool_validates or tool.handle_validation_error:  # the tool answers the rest
         problems = unexpected(tool_schema(tool), call.args) if reject else []
     else:
