@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .adapters.tool import ResilientTool
 from .core.errors import ToolErrorType, UsageError
+from .core.ignored import IgnoredOptionWarning
 from .core.policy import (
     AdaptiveTimeout,
     BreakerPolicy,
@@ -36,6 +37,7 @@ __all__ = [
     "BreakerPolicy",
     "CacheKeyInfo",
     "HumanDecision",
+    "IgnoredOptionWarning",
     "OutcomeReview",
     "ResilientTool",
     "ResilientToolNode",
