@@ -36,8 +36,11 @@ $(DEV_STAMP): pyproject.toml | $(VENV_STAMP)
 demo: $(CORE_STAMP)
 	$(PY) -m langchain_resilient_tools.demo
 
+# Jupyter refuses to start as root (containers, CI) unless told it may: told only then.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
+
 notebook: $(NOTEBOOK_STAMP)
-	$(PY) -m jupyter lab notebooks/quickstart.ipynb
+	$(PY) -m jupyter lab $(ALLOW_ROOT) notebooks/quickstart.ipynb
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks examples
