@@ -49,8 +49,11 @@ $(DEV_STAMP): pyproject.toml | $(VENV_STAMP)
 demo: $(CORE_STAMP)
 	$(PY) -m langchain_resilient_tools.demo
 
+# Jupyter refuses to start as root (containers, CI) unless told it may: told only then.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
+
 notebook: $(NOTEBOOK_STAMP)
-	$(PY) -m jupyter lab notebooks/quickstart.ipynb
+	$(PY) -m jupyter lab $(ALLOW_ROOT) notebooks/quickstart.ipynb
 
 dev: $(DEV_STAMP)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .adapters.tool import ResilientTool
 from .core.errors import ToolErrorType, UsageError
+from .core.ignored import IgnoredOptionWarning
 from .core.policy import (
     AdaptiveTimeout,
     Args,
@@ -52,6 +53,7 @@ __all__ = [
     "Dedup",
     "Hedge",
     "HumanDecision",
+    "IgnoredOptionWarning",
     "Journal",
     "Limits",
     "OutcomeReview",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -326,7 +325,7 @@ def test_the_losers_late_answer_changes_nothing(harness: Harness, releases: Rele
     assert (row["calls"], row["hedges"], row["served_by"]) == (2, 1, {"cache": 1, "tool": 1})
 
 
-def test_a_write_is_never_hedged(harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_write_is_never_hedged(harness: Harness) -> None:
     clock = FakeClock()
 
     def create_order(query: str) -> str:
@@ -335,12 +334,11 @@ def test_a_write_is_never_hedged(harness: Harness, caplog: pytest.LogCaptureFixt
 
     tool = counted("create_order", create_order)
     calls = [tool_call("create_order", {"query": f"q{i}"}, id=f"c{i}") for i in range(2)]
-    with caplog.at_level(logging.WARNING, logger="langchain_resilient_tools.pipeline.hedge"):
-        result = harness.run([tool], calls, policy=_policy(clock))
+    # A hedge for every tool: a tool named as a write is not hedged, and that is no
+    # surprise (`core.ignored`; a hedge set for the write itself is said, see test_ignored).
+    result = harness.run([tool], calls, policy=_policy(clock))
     assert [result[f"c{i}"].content for i in range(2)] == ["order q0", "order q1"]
     assert CALLS["create_order"] == 2
-    warnings = [r for r in caplog.records if "never hedged" in r.getMessage()]
-    assert len(warnings) == 1  # once per tool
     assert harness.stats()["create_order"]["hedges"] == 0
 
 

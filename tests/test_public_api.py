@@ -21,6 +21,7 @@ def test_all_is_pinned_and_sorted() -> None:
         "Dedup",
         "Hedge",
         "HumanDecision",
+        "IgnoredOptionWarning",
         "Journal",
         "Limits",
         "OutcomeReview",

@@ -382,3 +382,20 @@ def test_the_readme_example_runs_against_the_server(
     printed = capsys.readouterr().out
     assert "custom {'tool': 'search_flights', 'progress': 'searching Lisbon'}" in printed
     assert "'error': 'timeout'" in printed and "lost contact with its service" in printed
+
+
+def test_the_documented_client_reads_the_server_url_from_the_environment(
+    server: lgserver.Server, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/langgraph-server.md's client, as written: `langgraph dev` may not be on
+    2024 (here it is on a free port), and the client takes the URL it printed."""
+    doc = (lgserver.ROOT / "docs" / "langgraph-server.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S) if "langgraph_sdk" in b
+    ]
+    assert server.port != 2024 and str(server.port) not in block
+    monkeypatch.setenv("LANGGRAPH_URL", server.url)
+    exec(compile(block, "docs/langgraph-server.md", "exec"), {"__name__": "docs_example"})
+    printed = capsys.readouterr().out
+    assert "custom {'tool': 'search_flights', 'progress': 'searching Lisbon'}" in printed
+    assert "'error': 'timeout'" in printed and "lost contact with its service" in printed

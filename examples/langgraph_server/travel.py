@@ -77,7 +77,10 @@ SYSTEM = SystemMessage(with_tool_error_guidance("You are a travel assistant."))
 tools = ResilientToolNode(
     TOOLS,
     policy=ToolPolicy(timeout=0.3, retry=RetryPolicy(max_attempts=3, initial_delay=0.05)),
-    policies={"create_order": ToolPolicy(unknown_outcome="interrupt")},
+    policies={
+        "create_order": ToolPolicy(unknown_outcome="interrupt"),
+        "ask_traveller": ToolPolicy(idempotent=False),  # a question: asked once, never retried
+    },
 )
 
 

@@ -26,7 +26,7 @@ from ..core.errors import UnknownTool
 from ..core.idempotency import keyed_request
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
-from ..core.tools import INVALID_KEY, has_native_async, thread_id_of
+from ..core.tools import INVALID_KEY, expect_tool, has_native_async, thread_id_of
 from ..observe.stats import StatsSnapshot
 from ..pipeline.driver import Pipeline
 from ..runtime.deadline import deadline_of
@@ -93,6 +93,7 @@ class ResilientToolNode(StepNode):
         runner: TimedRunner | None = None,
         store: Any = None,
     ) -> None:
+        tools = [expect_tool(t, f"ResilientToolNode: tools[{i}]") for i, t in enumerate(tools)]
         self._user_wrap = wrap_tool_call
         self._user_awrap = awrap_tool_call
         self._handle = True if handle_tool_errors is None else handle_tool_errors
@@ -118,6 +119,7 @@ class ResilientToolNode(StepNode):
         self._tool_names = tuple(self.tools_by_name)
         self._tool_list = list(self.tools_by_name.values())
         check_policy_names(self.pipeline.resolver, self._tool_names)
+        self.pipeline.check_ignored(self._tool_names)  # a retry or hedge on a write: said
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
         resolve = self.pipeline.resolver.resolve
         self._asking = frozenset(n for n, t in self.tools_by_name.items() if asking(resolve(n, t)))

@@ -27,6 +27,7 @@ from ..core.idempotency import INJECTED_ARG, execution_args, keyed_config, use_k
 from ..core.policy import PolicyResolver, ToolPolicy
 from ..core.review import NO_INTERRUPT
 from ..core.tools import (
+    expect_tool,
     graph_store,
     has_native_async,
     has_sync,
@@ -85,9 +86,7 @@ class ResilientTool(BaseTool):
         if isinstance(tool, ResilientTool):
             raise UsageError(f"{tool.name!r} is already a ResilientTool")
         if not isinstance(tool, BaseTool):
-            if not callable(tool):
-                raise UsageError("ResilientTool.wrap takes a BaseTool or a function")
-            tool = make_tool(tool)
+            tool = make_tool(expect_tool(tool, "ResilientTool.wrap: tool"))
         if policy is not None and policy.timeouts.isolate:
             check_picklable(tool)
         if policy is not None and policy.unknown_outcome.action == "interrupt":
@@ -106,6 +105,7 @@ class ResilientTool(BaseTool):
         )
         if runner is not None or store is not None:
             wrapped._pipeline = Pipeline(wrapped._resolver(), runner=runner, store=store)
+        wrapped.pipeline.check_ignored([wrapped.name])  # a retry or hedge on a write: said
         return wrapped
 
     def model_post_init(self, context: Any, /) -> None:
@@ -116,9 +116,9 @@ class ResilientTool(BaseTool):
             self._exec = self.inner.model_copy(update={"handle_tool_error": False})
 
     def _resolver(self) -> PolicyResolver:
-        # For one tool, `policy` plays the part of its own (per-tool) policy.
-        own = {self.name: self.policy} if self.policy is not None else None
-        return PolicyResolver(None, own, self.patterns)
+        # `policy` is the tool's default; with `patterns`, its own policy over them.
+        own = {self.name: self.policy} if self.policy is not None and self.patterns else None
+        return PolicyResolver(None if own else self.policy, own, self.patterns)
 
     @property
     def pipeline(self) -> Pipeline:

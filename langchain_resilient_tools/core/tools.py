@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, Tool
 from pydantic import BaseModel
 
+from .errors import UsageError
+
 if TYPE_CHECKING:
     from .call import Call
 
+T = TypeVar("T")
 INVALID_KEY = "__lrt_invalid__"
 """Marker on a tool call that came from ``AIMessage.invalid_tool_calls``."""
+
+
+def expect_tool(obj: T, where: str) -> T:
+    """`obj` when it is what an adapter takes for a tool (a `BaseTool`, or a function
+    ``@tool`` can make one of); else a `UsageError` saying what `where` expected."""
+    if isinstance(obj, BaseTool) or (callable(obj) and hasattr(obj, "__name__")):
+        return obj
+    shown = repr(obj) if len(repr(obj)) <= 60 else repr(obj)[:57] + "..."
+    kind = "a callable without a __name__" if callable(obj) else type(obj).__name__
+    raise UsageError(
+        f"{where} must be a BaseTool or a function (a callable with a __name__, made a "
+        f"tool as @tool makes one); got {kind} {shown}"
+    )
 
 
 def thread_id_of(config: RunnableConfig | None) -> str | None:

@@ -8,7 +8,7 @@ its input into a `Call`, hands it to `Pipeline.run`/`Pipeline.arun`, and renders
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -18,6 +18,7 @@ from langgraph.errors import GraphBubbleUp
 
 from ..core.call import Call, CallRecord
 from ..core.errors import ResilienceSignal, ToolErrorType, ToolRaised, is_for_author
+from ..core.ignored import warn_ignored
 from ..core.policy import PolicyResolver, ResolvedPolicy
 from ..observe import otel as _otel
 from ..observe.observer import Observer
@@ -203,12 +204,22 @@ class Pipeline:
         self.observer = Observer(self.stages)
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
         self._chains: dict[ResolvedPolicy, tuple[Next, AsyncNext]] = {}
+        self._said: set[str] = set()
+        """The tools whose ignored options were said (`core.ignored`)."""
+
+    def check_ignored(self, names: Iterable[str]) -> None:
+        """Warn once per tool about options set for it that cannot take effect (a retry
+        or a hedge on a write, `core.ignored`): for an adapter that knows its tools when
+        it is built; the others are told at a tool's first call."""
+        for name in names:
+            warn_ignored(self._said, self.resolver, name, self.resolver.resolve(name), stacklevel=3)
 
     def _chains_for(self, call: Call) -> tuple[Next, AsyncNext]:
         """The stages that apply to the call's policy, composed once per resolved policy
         (one per tool name, and one for a write a person chose to run again)."""
         chains = self._chains.get(call.resolved)
         if chains is None:
+            warn_ignored(self._said, self.resolver, call.name, call.resolved)  # first call
             chain: Next = _terminal
             achain: AsyncNext = _aterminal
             befores: list[Callable[[Call], None]] = []

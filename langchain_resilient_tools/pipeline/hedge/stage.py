@@ -35,7 +35,7 @@ No hedge goes when the call's deadline has passed, when the tool was just told
 its circuit is not closed, when it holds its cap of abandoned threads, or when the hedge
 budget (`budget.HedgeBudget`: a bucket of `budget.BURST` tokens that each first attempt
 adds `Hedge.budget` of a token to) or the retry budget is spent. A write is never hedged: `hedge` on a tool that is not
-idempotent is ignored, and logged once.
+idempotent is ignored, and said once by its adapter (`core.ignored`).
 
 The sync driver runs every attempt of a race on the dispatch pool's threads (the caller
 only waits for the first good answer); the async driver runs each as a task.
@@ -100,7 +100,6 @@ class HedgeStage(Stage):
         self.budgets: PerTool[HedgeBudget] = PerTool()
         self._quiet: dict[str, float] = {}
         """Per tool: the `clock` time until which it is not hedged (it was rate limited)."""
-        self._warned: set[str] = set()
         self._running_losers: dict[str, int] = {}
         """Per tool: losing attempts still running on a thread (sync tools)."""
         self._lock = threading.Lock()
@@ -110,19 +109,11 @@ class HedgeStage(Stage):
 
     # -- decisions around the race -------------------------------------------------
 
-    def _hedged(self, call: Call) -> bool:
-        """Whether `call` races at all: never a write, keyed writes included (logged once
-        per tool)."""
-        if not call.resolved.write:
-            return True
-        if call.name not in self._warned:
-            self._warned.add(call.name)
-            log.warning(
-                "hedge is set for %r, which is not idempotent: it is never hedged "
-                "(a write is never sent twice)",
-                call.name,
-            )
-        return False
+    @staticmethod
+    def _hedged(call: Call) -> bool:
+        """Whether `call` races at all: never a write, keyed writes included (a hedge set
+        for one is said once by its adapter, `core.ignored`)."""
+        return not call.resolved.write
 
     def _history(self, call: Call) -> LatencyHistory | None:
         policy = call.resolved.policy
