@@ -366,24 +366,6 @@ def test_a_clean_restart_keeps_the_breaker_the_journal_the_threads_and_a_pending
     assert second.calls(booking, "book_hotel") == 1  # answered from the journal: not run again
 
 
-def test_the_readme_example_runs_against_the_server(
-    server: lgserver.Server, capsys: pytest.CaptureFixture[str]
-) -> None:
-    pages = [lgserver.ROOT / "README.md", *(lgserver.ROOT / "docs").rglob("*.md")]
-    (block,) = [  # the docs' client example (tests/test_docs.py leaves it to this test)
-        b
-        for page in pages
-        for b in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
-        if "langgraph_sdk" in b
-    ]
-    assert "http://127.0.0.1:2024" in block
-    code = block.replace("http://127.0.0.1:2024", server.url)
-    exec(compile(code, "docs", "exec"), {"__name__": "readme_example"})
-    printed = capsys.readouterr().out
-    assert "custom {'tool': 'search_flights', 'progress': 'searching Lisbon'}" in printed
-    assert "'error': 'timeout'" in printed and "lost contact with its service" in printed
-
-
 def test_the_documented_client_reads_the_server_url_from_the_environment(
     server: lgserver.Server, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -157,7 +157,8 @@ def ignored_options(resolver: PolicyResolver, name: str, resolved: ResolvedPolic
             else "inferred"
         )
         fix = HEDGE_FIX[kind].format(tool=name)
-        said.append(HEDGE_IGNORED.format(tool=name, why=_why(name, resolved), hedge=hedge, fix=fix))
+        delay = getattr(hedge, "delay", hedge)  # the grouped `Hedge`, or a bare delay
+        said.append(HEDGE_IGNORED.format(tool=name, why=_why(name, resolved), hedge=delay, fix=fix))
     return said
 
 
