@@ -18,7 +18,7 @@ from langgraph.managed import RemainingSteps
 
 from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
 from langchain_resilient_tools.state.graph import append_records
-from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
+from langchain_resilient_tools.testing import ScriptedChatModel, invalid_call, tool_call
 from tests.tools import failing_tool, ok_tool
 
 LOGGER = "langchain_resilient_tools"
@@ -126,6 +126,28 @@ def test_create_react_agent_keeps_the_records(
         state = _invoke(agent, mode, {"messages": [HumanMessage("go")]})
     assert sorted(r["tool_call_id"] for r in state["tool_errors"]) == ["c0", "c1"]
     assert _warnings(caplog) == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_create_react_agent_answers_the_malformed_calls_once(version: str, mode: str) -> None:
+    """v2 sends only the well-formed calls, each with the state: the model's malformed
+    call is answered (once, with the message's first call) and recorded."""
+    from langgraph.prebuilt import create_react_agent
+
+    calls = [tool_call("get_weather", {"city": c}, id=f"c{i}") for i, c in enumerate("AB")]
+    bad = [invalid_call("get_weather", '{"city": "Par', id="bad")]
+    ai = AIMessage("", tool_calls=calls, invalid_tool_calls=bad)
+    model = ScriptedChatModel(script=[ai, AIMessage("done")])
+    with warnings.catch_warnings():  # create_react_agent is deprecated in LangGraph 1.0
+        warnings.simplefilter("ignore", DeprecationWarning)
+        agent = create_react_agent(
+            model, ResilientToolNode([ok_tool()]), state_schema=ReactState, version=version
+        )
+    state = _invoke(agent, mode, {"messages": [HumanMessage("go")]})
+    answered = [m.tool_call_id for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert sorted(answered) == ["bad", "c0", "c1"]
+    assert [r["tool_call_id"] for r in state["tool_errors"]] == ["bad"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -37,6 +37,8 @@ except ImportError:  # pragma: no cover - private helper moved
         return (Exception,)
 
 
+CONTEXT_TYPE = "tool_call_with_context"
+"""``__type`` of LangGraph's `ToolCallWithContext` (a `Send` payload with the state)."""
 HandleToolErrors = bool | str | Callable[..., str] | type[Exception] | tuple[type[Exception], ...]
 _RUNTIME_FIELDS = frozenset(f.name for f in dataclasses.fields(ToolRuntime))
 
@@ -54,15 +56,27 @@ class MessageForms(ToolNode):
         self, input: list[AnyMessage] | dict[str, Any] | BaseModel
     ) -> tuple[list[ToolCall], Literal["list", "dict", "tool_calls"]]:
         tool_calls, input_type = super()._parse_input(input)
+        source: Any = input
         if input_type == "tool_calls":
-            return tool_calls, input_type
-        if isinstance(input, list):
-            messages = input
-        elif isinstance(input, dict):
-            messages = input.get(self._messages_key, [])
+            # A `Send` payload carrying one call and the state (ToolCallWithContext,
+            # ``create_react_agent(version="v2")``): the model's malformed calls are
+            # answered with the message's first call, by that one task.
+            payload = input if isinstance(input, dict) else {}
+            source = payload.get("state") if payload.get("__type") == CONTEXT_TYPE else None
+            if source is None or not tool_calls:
+                return tool_calls, input_type
+        if isinstance(source, list):
+            messages = source
+        elif isinstance(source, dict):
+            messages = source.get(self._messages_key, [])
         else:
-            messages = getattr(input, self._messages_key, [])
-        ai = next(m for m in reversed(messages) if isinstance(m, AIMessage))
+            messages = getattr(source, self._messages_key, [])
+        ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        if ai is None:
+            return tool_calls, input_type
+        firsts = [tc["id"] for tc in ai.tool_calls[:1]]
+        if input_type == "tool_calls" and firsts != [tool_calls[0]["id"]]:
+            return tool_calls, input_type
         if ai.invalid_tool_calls:
             seen = {tc["id"] for tc in tool_calls}
             tool_calls = list(tool_calls)
