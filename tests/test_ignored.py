@@ -148,3 +148,22 @@ def test_the_message_names_what_was_given() -> None:
     with pytest.raises(UsageError) as exc:
         ResilientToolNode([42])
     assert str(exc.value).endswith("got int 42")
+
+
+@pytest.mark.parametrize("trust", ["trust", "ignore"])
+@pytest.mark.parametrize("adapter", ["node", "wrapper"])
+def test_a_tools_annotations_decide_what_is_said_when_built(trust: str, adapter: str) -> None:
+    """A tool named like neither a read nor a write (``prices``) whose MCP annotations
+    declare it read-only: trusted, it is a read and its retry applies (nothing said);
+    ignored, it is a write by its name and the retry is said to have no effect."""
+    tool = ok_tool("prices")
+    tool.metadata = {"readOnlyHint": True, "destructiveHint": None, "idempotentHint": None}
+    policy = RETRY.model_copy(update={"annotations": trust})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if adapter == "node":
+            ResilientToolNode([tool], policies={"prices": policy})
+        else:
+            ResilientTool.wrap(tool, policy=policy)
+    said = _ours(caught)
+    assert (said == []) if trust == "trust" else (len(said) == 1 and "'prices'" in said[0])

@@ -105,7 +105,7 @@ class ResilientTool(BaseTool):
         )
         if runner is not None or store is not None:
             wrapped._pipeline = Pipeline(wrapped._resolver(), runner=runner, store=store)
-        wrapped.pipeline.check_ignored([wrapped.name])  # a retry or hedge on a write: said
+        wrapped.pipeline.check_ignored({wrapped.name: tool})  # a retry or hedge on a write: said
         return wrapped
 
     def model_post_init(self, context: Any, /) -> None:

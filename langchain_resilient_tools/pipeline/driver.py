@@ -8,7 +8,7 @@ its input into a `Call`, hands it to `Pipeline.run`/`Pipeline.arun`, and renders
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -207,12 +207,14 @@ class Pipeline:
         self._said: set[str] = set()
         """The tools whose ignored options were said (`core.ignored`)."""
 
-    def check_ignored(self, names: Iterable[str]) -> None:
+    def check_ignored(self, tools: Mapping[str, Any]) -> None:
         """Warn once per tool about options set for it that cannot take effect (a retry
-        or a hedge on a write, `core.ignored`): for an adapter that knows its tools when
-        it is built; the others are told at a tool's first call."""
-        for name in names:
-            warn_ignored(self._said, self.resolver, name, self.resolver.resolve(name), stacklevel=3)
+        or a hedge on a write, `core.ignored`): for an adapter that knows its tools (name
+        to tool: their annotations classify them, as in a call) when it is built; the
+        others are told at a tool's first call."""
+        for name, tool in tools.items():
+            resolved = self.resolver.resolve(name, tool)
+            warn_ignored(self._said, self.resolver, name, resolved, stacklevel=3)
 
     def _chains_for(self, call: Call) -> tuple[Next, AsyncNext]:
         """The stages that apply to the call's policy, composed once per resolved policy
