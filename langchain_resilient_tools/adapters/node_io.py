@@ -10,6 +10,7 @@ the graph's author can fix raised as `ToolNode` raises them (the rule is in `_an
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from typing import Any, Literal, cast
 
@@ -24,10 +25,12 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from ..core.errors import for_author
-from ..core.tools import INVALID_KEY
+from ..core.tools import INVALID_KEY, thread_id_of
 from ..pipeline.driver import Outcome
+from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
 from ..text.classify import HandledByTool
-from ..text.envelope import failure_message, success_message
+from ..text.envelope import failure_message, success_message, take_error_record
+from .rollback import finish_node_step
 
 try:
     from langgraph.prebuilt.tool_node import _infer_handled_types
@@ -39,6 +42,20 @@ except ImportError:  # pragma: no cover - private helper moved
 
 HandleToolErrors = bool | str | Callable[..., str] | type[Exception] | tuple[type[Exception], ...]
 _RUNTIME_FIELDS = frozenset(f.name for f in dataclasses.fields(ToolRuntime))
+_FROM_RUNTIME = tuple(
+    name
+    for name in ("context", "store", "stream_writer", "execution_info", "server_info")
+    if name in _RUNTIME_FIELDS
+)
+"""What every `ToolRuntime` of a step takes from the step's `Runtime` (per version)."""
+_READ_RUNTIME = (
+    operator.attrgetter(*_FROM_RUNTIME)
+    if len(_FROM_RUNTIME) > 1
+    and set(_FROM_RUNTIME) <= {f.name for f in dataclasses.fields(Runtime)}
+    else None
+)
+"""Reads them at once, when this version's `Runtime` has them all."""
+_TAKES_TOOLS = "tools" in _RUNTIME_FIELDS
 
 
 class MessageForms(ToolNode):
@@ -47,6 +64,9 @@ class MessageForms(ToolNode):
     _handle: HandleToolErrors
     _handles_wiring: bool
     _tool_list: list[BaseTool]
+    _errors_key: str | None
+    _rollbacks: dict[str, int]
+    _errors_dropped: DroppedRecordsWarning
 
     # -- input ---------------------------------------------------------------------
 
@@ -85,15 +105,12 @@ class MessageForms(ToolNode):
         config: RunnableConfig,
         runtime: Runtime[Any],
     ) -> list[ToolRuntime]:
-        shared = {
-            "context": runtime.context,
-            "store": runtime.store,
-            "stream_writer": runtime.stream_writer,
-            "tools": self._tool_list,
-            "execution_info": getattr(runtime, "execution_info", None),
-            "server_info": getattr(runtime, "server_info", None),
-        }
-        shared = {k: v for k, v in shared.items() if k in _RUNTIME_FIELDS}  # per version
+        if _READ_RUNTIME is not None:
+            shared = dict(zip(_FROM_RUNTIME, _READ_RUNTIME(runtime), strict=True))
+        else:
+            shared = {name: getattr(runtime, name, None) for name in _FROM_RUNTIME}
+        if _TAKES_TOOLS:
+            shared["tools"] = self._tool_list
         return [
             ToolRuntime(
                 state=cast(Any, self._extract_state(input, cfg)),
@@ -176,3 +193,58 @@ class MessageForms(ToolNode):
         if isinstance(handle, (type, tuple)):
             return isinstance(exc, handle)
         return isinstance(exc, _infer_handled_types(handle))
+
+    # -- the end of a step: error records, ledger entries, rollbacks -----------------
+
+    def _step_output(
+        self,
+        outputs: list[Any],
+        input_type: Literal["list", "dict", "tool_calls"],
+        input: Any,
+        config: RunnableConfig,
+    ) -> Any:
+        """ToolNode's output of the step, with its error records and the end of the
+        step's bookkeeping (`_with_errors`, `_after_step`), which has nothing to do when
+        every answer is a message as the tool gave it and no rollback is being counted."""
+        output = self._combine_tool_outputs(outputs, input_type)
+        if (
+            not self._rollbacks
+            and all(type(o) is ToolMessage and not o.response_metadata for o in outputs)
+            and not (isinstance(input, dict) and input.get(LEDGER_KEY))
+        ):
+            return output
+        return self._after_step(self._with_errors(output, input), input, config)
+
+    def _after_step(self, output: Any, input: Any, config: RunnableConfig) -> Any:
+        """Dedup entries to ``tool_ledger``, and rollbacks (see `adapters.rollback`)."""
+        return finish_node_step(
+            output,
+            input,
+            messages_key=self._messages_key,
+            ledger_key=LEDGER_KEY,
+            memory=self._rollbacks,
+            thread_id=thread_id_of(config),
+        )
+
+    def _with_errors(self, output: Any, input: Any) -> Any:
+        """Error records to the state's ``tool_errors`` (when it has that key); private
+        records are taken off the answers either way (`take_error_record`)."""
+        messages: list[Any] = []
+        if isinstance(output, dict):
+            messages = output.get(self._messages_key, [])
+        else:
+            for item in output:
+                if isinstance(item, dict):
+                    messages.extend(item.get(self._messages_key, []))
+                elif isinstance(item, ToolMessage):
+                    messages.append(item)
+        records = [r for msg in messages if (r := take_error_record(msg)) is not None]
+        key = self._errors_key
+        if not records or not key or not isinstance(input, dict):
+            return output
+        if key not in input:  # e.g. create_react_agent's default state
+            self._errors_dropped.dropped(f"ResilientToolNode {self.name!r}", key)
+            return output
+        if isinstance(output, dict):
+            return {**output, key: records}
+        return [*output, {key: records}]

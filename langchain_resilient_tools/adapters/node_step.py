@@ -18,31 +18,25 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Literal
 
-from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.messages import ToolCall
 from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
 from langgraph.runtime import Runtime
 
 from ..core.call import Call
-from ..core.tools import thread_id_of
 from ..pipeline.dedup.twins import StepTwins
 from ..pipeline.driver import Pipeline
 from ..runtime.executor import dispatch_pool
 from ..runtime.steploop import run_step, step_loop
-from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
-from ..text.envelope import take_error_record
 from .context import INPUT_TYPE, TWINS
 from .node_review import ReviewedSteps
-from .rollback import annotate, finish_node_step
+from .rollback import annotate, as_answered
 
 
 class StepNode(ReviewedSteps):
     """The step drivers of `ResilientToolNode` (its base; not used alone)."""
 
     pipeline: Pipeline
-    _errors_key: str | None
-    _rollbacks: dict[str, int]
-    _errors_dropped: DroppedRecordsWarning
 
     def _sync_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
@@ -74,8 +68,7 @@ class StepNode(ReviewedSteps):
                 outputs = self._run_all_threaded(tool_calls, runtimes, twins, input_type, config)
         finally:
             TWINS.reset(token)
-        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
-        return self._after_step(output, input, config)
+        return self._step_output(outputs, input_type, input, config)
 
     def _run_all_threaded(
         self,
@@ -144,7 +137,7 @@ class StepNode(ReviewedSteps):
         call = self._sync_call(request, execute)
         call.offload = True
         outcome = await self.pipeline.arun(call, sync_callbacks=True)
-        return annotate(self._answer(outcome), outcome)
+        return outcome.value if as_answered(outcome) else annotate(self._answer(outcome), outcome)
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
@@ -163,8 +156,7 @@ class StepNode(ReviewedSteps):
                 outputs = await self._arun_all(tool_calls, runtimes, twins, config, run=run)
         finally:
             TWINS.reset(token)
-        output = self._with_errors(self._combine_tool_outputs(outputs, input_type), input)
-        return self._after_step(output, input, config)
+        return self._step_output(outputs, input_type, input, config)
 
     async def _arun_all(
         self,
@@ -208,40 +200,6 @@ class StepNode(ReviewedSteps):
                 raise result
             outputs.append(result)
         return outputs
-
-    def _after_step(self, output: Any, input: Any, config: RunnableConfig) -> Any:
-        """Dedup entries to ``tool_ledger``, and rollbacks (see `adapters.rollback`)."""
-        return finish_node_step(
-            output,
-            input,
-            messages_key=self._messages_key,
-            ledger_key=LEDGER_KEY,
-            memory=self._rollbacks,
-            thread_id=thread_id_of(config),
-        )
-
-    def _with_errors(self, output: Any, input: Any) -> Any:
-        """Error records to the state's ``tool_errors`` (when it has that key); private
-        records are taken off the answers either way (`take_error_record`)."""
-        messages: list[Any] = []
-        if isinstance(output, dict):
-            messages = output.get(self._messages_key, [])
-        else:
-            for item in output:
-                if isinstance(item, dict):
-                    messages.extend(item.get(self._messages_key, []))
-                elif isinstance(item, ToolMessage):
-                    messages.append(item)
-        records = [r for msg in messages if (r := take_error_record(msg)) is not None]
-        key = self._errors_key
-        if not records or not key or not isinstance(input, dict):
-            return output
-        if key not in input:  # e.g. create_react_agent's default state
-            self._errors_dropped.dropped(f"ResilientToolNode {self.name!r}", key)
-            return output
-        if isinstance(output, dict):
-            return {**output, key: records}
-        return [*output, {key: records}]
 
 
 def _bind(ctx: contextvars.Context, fn: Callable[[int], Any], i: int) -> Callable[[], Any]:

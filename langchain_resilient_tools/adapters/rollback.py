@@ -36,6 +36,7 @@ from ..pipeline.driver import Outcome
 from ..state.graph import LEDGER_KEY
 from ..text import messages as m
 from ..text.classify import Failure
+from ..text.envelope import as_it_came
 from ..text.redact import redact
 
 LEDGER_META = "lrt_ledger"
@@ -62,6 +63,18 @@ def guidance(outcome: Outcome) -> str:
     args = redact(json.dumps(call.args, ensure_ascii=False, default=str), limit=160)
     reason = outcome.failure.message if outcome.failure else ""
     return m.ROLLBACK_GUIDANCE.format(tool=call.name, args=args, reason=reason)
+
+
+def as_answered(outcome: Outcome) -> bool:
+    """Whether the answer of `outcome` is the tool's own message as it came: a healthy
+    call the layer did nothing visible to, with nothing to carry to the end of the step
+    (`success_message` and `annotate` would hand it back unchanged)."""
+    call = outcome.call
+    return (
+        outcome.failure is None
+        and EXTRAS_KEY not in call.extras
+        and as_it_came(outcome.value, call)
+    )
 
 
 def annotate(answer: T, outcome: Outcome) -> T:

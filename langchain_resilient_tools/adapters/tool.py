@@ -66,6 +66,7 @@ class ResilientTool(BaseTool):
     _native_async: bool = PrivateAttr()
     _exec: BaseTool = PrivateAttr()
     """What runs: `inner`, or a copy that raises its errors (the pipeline handles them)."""
+    _sync: bool = PrivateAttr()  # whether `_exec` can run sync (not an MCP tool)
 
     @classmethod
     def wrap(
@@ -114,6 +115,7 @@ class ResilientTool(BaseTool):
         self._exec = self.inner
         if self.inner.handle_tool_error:  # answered by `_own_answer`, for plain calls too
             self._exec = self.inner.model_copy(update={"handle_tool_error": False})
+        self._sync = has_sync(self._exec)
 
     def _resolver(self) -> PolicyResolver:
         # For one tool, `policy` plays the part of its own (per-tool) policy.
@@ -137,7 +139,6 @@ class ResilientTool(BaseTool):
     def coroutine(self) -> Callable[..., Any] | None:
         return getattr(self.inner, "coroutine", None)
 
-    # -- invocation ----------------------------------------------------------------
     def _new_call(self, input: Any, config: RunnableConfig | None) -> tuple[Call, bool, Pipeline]:
         is_tool_call = isinstance(input, dict) and input.get("type") == "tool_call"
         if is_tool_call:
@@ -174,7 +175,7 @@ class ResilientTool(BaseTool):
             return merged
 
         tool = private["_exec"]
-        if has_sync(tool):
+        if private["_sync"]:
             run: Callable[[Call], Any] = lambda c: tool.invoke(tool_input(c), keyed_config(c, config))  # noqa: E731
         else:  # async-only (MCP): run its coroutine on a private loop, cancelled on time
             run = lambda c: run_sync(  # noqa: E731
@@ -192,9 +193,8 @@ class ResilientTool(BaseTool):
         return call, is_tool_call, private["_pipeline"]
 
     def _answer_of(self, exc: ToolException, call: Call) -> ToolMessage:
-        """What the inner tool's own ``handle_tool_error`` answers to `exc` (as a
-        ToolMessage with ``status="error"``, whichever way the wrapper was invoked: it
-        becomes a `HandledByTool`)."""
+        """What the inner tool's own ``handle_tool_error`` answers to `exc`: a ToolMessage
+        with ``status="error"``, however the wrapper was invoked (a `HandledByTool`)."""
         flag: Any = self.inner.handle_tool_error
         content: Any = handle_tool_error(exc, flag=flag)
         return ToolMessage(content=content, name=self.name, tool_call_id=call.id, status="error")

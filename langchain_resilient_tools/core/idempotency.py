@@ -165,7 +165,7 @@ def keyed_request(request: ToolCallRequest, call: Call, tool_call: Any) -> ToolC
     `tool_call`, and with its tool keyed (`_KeyedTool`) when it takes the key or its
     policy declares one."""
     tool = request.tool
-    if tool is None or not (takes_key(tool) or declared(call)):
+    if tool is None or not (declared(call) or takes_key(tool)):
         if tool_call is request.tool_call:
             return request  # nothing changed: no copy on the hot path
         return request.override(tool_call=tool_call)

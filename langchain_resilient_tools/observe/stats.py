@@ -17,7 +17,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 DEFAULT_MAX_EVENTS = 1000
 """How many recent call events a `Stats` keeps (for plots over time)."""
@@ -25,9 +25,9 @@ DEFAULT_LATENCY_WINDOW = 1000
 """How many recent latencies per tool the percentiles are computed from."""
 
 
-@dataclass(frozen=True, slots=True)
-class CallEvent:
-    """What one finished call left behind (handed to observers; never mutated)."""
+class CallEvent(NamedTuple):
+    """What one finished call left behind (handed to observers; immutable: a named
+    tuple, built in one step on every call's hot path)."""
 
     tool: str
     call_id: str
@@ -111,6 +111,7 @@ class Stats:
 
     def add(self, event: CallEvent) -> bool:
         """Count `event`; returns whether the tool's breaker was seen opening with it."""
+        attempts, hedges, breaker = event.attempts, event.hedges, event.breaker
         with self._lock:
             counters = self._tools.get(event.tool)
             if counters is None:
@@ -122,15 +123,19 @@ class Stats:
             if event.error:
                 counters.errors[event.error] += 1
             counters.served_by[event.served_by] += 1
-            counters.attempts += event.attempts
-            counters.retries += max(0, event.attempts - 1 - event.hedges)
-            counters.hedges += event.hedges
-            counters.hedge_wins += event.hedge_won
-            counters.repairs += len(event.repairs)
-            opened = event.breaker == "open" and counters.breaker != "open"
-            counters.breaker_opens += opened
-            if event.breaker is not None:
-                counters.breaker = event.breaker
+            counters.attempts += attempts
+            if attempts - hedges > 1:
+                counters.retries += attempts - 1 - hedges
+            if hedges:
+                counters.hedges += hedges
+                counters.hedge_wins += event.hedge_won
+            if event.repairs:
+                counters.repairs += len(event.repairs)
+            opened = False
+            if breaker is not None:
+                opened = breaker == "open" and counters.breaker != "open"
+                counters.breaker_opens += opened
+                counters.breaker = breaker
             counters.latencies.append(event.duration_ms)
             self._events.append(event)
         return opened

@@ -19,7 +19,7 @@ from typing import Any
 from ..core.call import Call
 from ..runtime import deadline as _deadline
 from ..runtime.adaptive import LatencyHistory
-from ..runtime.executor import await_with_timeout
+from ..runtime.executor import await_with_timeout, timed
 from ..runtime.isolate import arun_isolated, run_isolated
 from ..state.pertool import PerTool
 from .stage import AsyncNext, Env, Next, Stage
@@ -75,12 +75,15 @@ class AttemptStage(Stage):
         return value
 
     def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
+        policy = call.resolved.policy
+        if policy.adaptive_timeout is None and not policy.isolate and not call.offload:
+            # The common case: nothing to do after the tool, so no coroutine of our own.
+            timeout = _deadline.cap(call, policy.timeout)
+            call.record.attempts += 1
+            return call_next(call) if timeout is None else timed(call_next(call), timeout)
         history = self.history_for(call)
         timeout = attempt_timeout(call, history)
         call.record.attempts += 1
-        if history is None and not call.offload and not _isolated(call):
-            # The common case: nothing to do after the tool, so no coroutine of our own.
-            return await_with_timeout(partial(call_next, call), timeout)
         return self._attempt(call, call_next, history, timeout)
 
     async def _attempt(

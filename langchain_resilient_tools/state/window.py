@@ -43,12 +43,13 @@ class SlidingCounts:
 
     def add(self, now: float, first: int = 0, second: int = 0) -> None:
         """Count `first` and `second` events at time `now` (and forget what is too old)."""
-        self.advance(now)
         index = int(now // self._width)
         buckets = self._buckets
         if buckets and buckets[-1][0] >= index:  # this slice (or a clock that went back)
+            # Nothing to forget: the window moved last when this slice was opened.
             bucket = buckets[-1]
         else:
+            self.advance(now)
             bucket = [index, 0, 0]
             buckets.append(bucket)
         bucket[1] += first

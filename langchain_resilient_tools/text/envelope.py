@@ -169,9 +169,21 @@ def is_message_list(value: Any) -> bool:
     )
 
 
+def as_it_came(value: Any, call: Call) -> bool:
+    """Whether `success_message` answers `call` with `value` itself: the tool's own
+    ToolMessage, from a call the layer did nothing visible to, whose policy asks for
+    no record and no cap (the hot path: checked without building anything)."""
+    if type(value) is not ToolMessage or not untouched(call):
+        return False
+    policy = call.resolved.policy
+    return not policy.attach_record and policy.max_result_chars is None
+
+
 def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list[Any]:
     """The answer for a successful call: the tool's own message, annotated when the
     layer did something (or `ToolPolicy.attach_record` asks for it), else unchanged."""
+    if as_it_came(value, call):  # the hot path: a healthy call the layer left alone
+        return cast("ToolMessage", value)
     if isinstance(value, Command) or is_message_list(value):
         return cast("Command[Any] | list[Any]", value)  # validated by ToolNode; answers itself
     policy = call.resolved.policy

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.call import Call
-from ...core.tools import injected_keys
 from ...text import messages as m
 from ..stage import BeforeStage
 from ..validate.logic import tool_schema
@@ -35,10 +34,11 @@ def repair(call: Call) -> None:
     """Repair `call` in place (arguments, or a malformed call's raw text)."""
     if call.tool is None or call.schemaless:
         return
-    hidden = injected_keys(call.tool)
+    schema = tool_schema(call.tool)
+    hidden = schema.hidden  # the arguments the runtime injects
     if hidden and hidden.intersection(call.args):
         call.args = _without(call.args, hidden)
-    facts = tool_schema(call.tool).facts
+    facts = schema.facts
     if call.malformed:
         if call.raw_args is None:
             return

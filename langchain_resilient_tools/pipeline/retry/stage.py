@@ -13,7 +13,6 @@ every wait and stops retrying when nothing is left, and the tool's retry budget
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any
 
 from tenacity import (
@@ -33,7 +32,7 @@ from ...core import testing as _testing
 from ...core.call import Call
 from ...core.errors import AttemptTimeout, LowQualityResult, ToolRaised
 from ...core.hints import is_rate_limited, retry_after
-from ...core.policy import RetryPolicy
+from ...core.policy import ResolvedPolicy, RetryPolicy
 from ...runtime import deadline as _deadline
 from ...state.pertool import PerTool
 from ..health import retry_wants
@@ -138,7 +137,9 @@ def retry_budget(env: Env, call: Call) -> RetryBudget | None:
     ratio = retry.budget_ratio
     if ratio is None or not _retries(call):
         return None
-    budgets: PerTool[RetryBudget] = env.resources.setdefault(BUDGETS, PerTool())
+    budgets: PerTool[RetryBudget] | None = env.resources.get(BUDGETS)
+    if budgets is None:
+        budgets = env.resources.setdefault(BUDGETS, PerTool())
     return budgets.get(
         call.name,
         lambda: RetryBudget(
@@ -155,13 +156,20 @@ class RetryStage(Stage):
         super().__init__(env)
         self.budgets: PerTool[RetryBudget] = env.resources.setdefault(BUDGETS, PerTool())
 
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        """Only a tool whose calls may be retried (decided per tool: `_retries`)."""
+        retry = resolved.policy.retry
+        return retry.max_attempts > 1 and (resolved.idempotent or retry.retry_refused_writes)
+
     def budget_for(self, call: Call) -> RetryBudget | None:
         """The tool's retry budget (made on first use), or `None` when it has none."""
         return retry_budget(self.env, call)
 
     def _record(self, call: Call) -> RetryBudget | None:
         """Count `call` in its tool's retry budget (if any); return the budget."""
-        budget = self.budget_for(call)
+        if call.resolved.policy.retry.budget_ratio is None:
+            return None
+        budget = self.budgets.peek(call.name) or self.budget_for(call)
         if budget is not None:
             budget.record_call()
         return budget
@@ -193,8 +201,6 @@ class RetryStage(Stage):
     # first attempt, so every retry decision, wait and stop is exactly tenacity's.
 
     def wrap(self, call: Call, call_next: Next) -> Any:
-        if not _retries(call):
-            return call_next(call)
         budget = self._record(call)
         try:
             return call_next(call)
@@ -203,12 +209,7 @@ class RetryStage(Stage):
         retrying = Retrying(sleep=_testing.sleep, **self._options(call, budget))
         return retrying(_replay(first, call_next), call)
 
-    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
-        if not _retries(call):
-            return call_next(call)
-        return self._aretry(call, call_next)
-
-    async def _aretry(self, call: Call, call_next: AsyncNext) -> Any:
+    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
         budget = self._record(call)
         try:
             return await call_next(call)
