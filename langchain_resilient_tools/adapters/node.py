@@ -24,7 +24,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from ..core.call import Call
 from ..core.errors import UnknownTool
-from ..core.idempotency import keyed_request
+from ..core.idempotency import keyed_request, takes_key
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import INVALID_KEY, has_native_async, thread_id_of
@@ -121,6 +121,8 @@ class ResilientToolNode(StepNode):
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
         resolve = self.pipeline.resolver.resolve
         self._asking = frozenset(n for n in self._tool_names if asking(resolve(n)))
+        self._keyless = frozenset(n for n, t in self.tools_by_name.items() if not takes_key(t))
+        """The tools that take no idempotency key (`core.idempotency.keyed_request`)."""
 
     def __repr__(self) -> str:
         # ToolNode's repr prints its attributes, our bound hooks among them: recursion.
@@ -178,6 +180,14 @@ class ResilientToolNode(StepNode):
     ) -> Any:
         """Run `call` as `request` says, with what the stages made of it (repaired
         arguments, an idempotency key), by ToolNode's `execute` (sync or async)."""
+        tc: Any = request.tool_call
+        if (  # the hot path: nothing to change, the request runs as ToolNode made it
+            call.name in self._keyless
+            and call.resolved.policy.idempotency_key is False
+            and INVALID_KEY not in tc
+            and tc["args"] == call.args
+        ):
+            return execute(request)
         req = self._request_for(request, call)
         self._guard(req)
         return execute(req)

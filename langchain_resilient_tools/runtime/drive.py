@@ -5,7 +5,7 @@ for it to start, one for the caller to hear that it finished), and a loop turn c
 much as a fast tool. `drive` runs the coroutine's steps itself instead, each in one
 copy of the caller's context (as a task runs them), and between two steps waits for
 what the coroutine waits for *or* for the deadline, whichever comes first. At the
-deadline what the coroutine waits for is cancelled (so that the cancellation reaches
+deadline (one of the loop's `runtime.alarms`) what the coroutine waits for is cancelled (so that the cancellation reaches
 the tool, as a task's cancellation does), the coroutine is handed to a task of its own
 that goes on from where it stopped (`_resume`; kept until it finishes), and the caller
 gets `AttemptTimeout` at once, whether or not the tool ever acknowledges it. A caller
@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from ..core.errors import AttemptTimeout
 from . import exit as _exit
+from .alarms import alarms_for
 
 T = TypeVar("T")
 
@@ -54,7 +55,8 @@ async def drive(coro: Coroutine[Any, Any, T], timeout: float) -> T:
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     watch = _Watch()
-    timer = loop.call_at(loop.time() + timeout, watch.expire)
+    alarms = alarms_for(loop)
+    alarm = alarms.at(loop.time() + timeout, watch.expire)
     try:
         while True:
             try:
@@ -84,7 +86,7 @@ async def drive(coro: Coroutine[Any, Any, T], timeout: float) -> T:
                 _hand_off(coro, pending, loop, context, watch)
                 raise AttemptTimeout(timeout)
     finally:
-        timer.cancel()
+        alarms.cancel(alarm)
 
 
 def _awaits_future(pending: Any, loop: asyncio.AbstractEventLoop) -> bool:

@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from ..core.errors import AttemptTimeout, ThreadsExhausted
+from .alarms import alarms_for
 from .drive import drive
 from .inbox import Inbox, inbox_for
 from .job import Job
@@ -168,9 +169,10 @@ class TimedRunner:
         answer: asyncio.Future[T] = loop.create_future()
         fut = self._submit(fn)
         fut.add_done_callback(partial(_to_loop, inbox_for(loop), answer))
-        timer = None
+        alarms = alarm = None
         if timeout is not None:
-            timer = loop.call_at(loop.time() + timeout, _expire_sync, answer, timeout)
+            alarms = alarms_for(loop)
+            alarm = alarms.at(loop.time() + timeout, partial(_expire_sync, answer, timeout))
         try:
             return await answer
         except AttemptTimeout:
@@ -188,8 +190,8 @@ class TimedRunner:
                 self._abandon(key, fut)
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
+            if alarms is not None and alarm is not None:
+                alarms.cancel(alarm)
 
 
 def _to_loop(inbox: Inbox, answer: asyncio.Future[Any], fut: Job[Any]) -> None:
