@@ -55,10 +55,19 @@ class AttemptStage(Stage):
         return self.latencies.get(call.name, lambda: LatencyHistory(spec))
 
     def wrap(self, call: Call, call_next: Next) -> Any:
+        policy = call.resolved.policy
+        if policy.adaptive_timeout is None and not policy.isolate:
+            # The common case: no latency to keep, the tool on a worker thread.
+            timeout = _deadline.cap(call, policy.timeout)
+            call.record.attempts += 1
+            if timeout is None:
+                return call_next(call)
+            run = self.env.runner.run
+            return run(call.name, partial(call_next, call), timeout, policy.max_abandoned_threads)
         history = self.history_for(call)
         timeout = attempt_timeout(call, history)
         call.record.attempts += 1
-        clock = call.resolved.policy.clock
+        clock = policy.clock
         start = clock()
         if _isolated(call):
             assert call.tool is not None
@@ -66,9 +75,8 @@ class AttemptStage(Stage):
         elif timeout is None:
             value = call_next(call)
         else:
-            policy = call.resolved.policy
             value = self.env.runner.run(
-                call.name, lambda: call_next(call), timeout, policy.max_abandoned_threads
+                call.name, partial(call_next, call), timeout, policy.max_abandoned_threads
             )
         if history is not None:
             history.add(clock() - start)

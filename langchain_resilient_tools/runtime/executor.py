@@ -117,7 +117,7 @@ class TimedRunner:
             return self._abandoned.get(self._scope + key, 0)
 
     def _admit(self, key: str, max_abandoned: int) -> None:
-        n = self.abandoned(key)
+        n = self._abandoned.get(self._scope + key, 0)  # one read: no lock needed
         if n >= max_abandoned:
             raise ThreadsExhausted(n)
 
@@ -137,8 +137,7 @@ class TimedRunner:
         fut.add_done_callback(release)
 
     def _submit(self, fn: Callable[[], T]) -> Job[T]:
-        ctx = contextvars.copy_context()
-        return self.pool.submit(lambda: ctx.run(fn))
+        return self.pool.submit(partial(contextvars.copy_context().run, fn))
 
     def run(self, key: str, fn: Callable[[], T], timeout: float, max_abandoned: int) -> T:
         """Run `fn` on a worker; raise `AttemptTimeout` at the deadline."""

@@ -52,10 +52,12 @@ class SlidingCounts:
             self.advance(now)
             bucket = [index, 0, 0]
             buckets.append(bucket)
-        bucket[1] += first
-        bucket[2] += second
-        self.first += first
-        self.second += second
+        if first:
+            bucket[1] += first
+            self.first += first
+        if second:
+            bucket[2] += second
+            self.second += second
 
     def __len__(self) -> int:
         """Slices held (at most `buckets` + 1): the memory does not grow with traffic."""
