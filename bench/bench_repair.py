@@ -28,7 +28,8 @@ from langgraph.runtime import Runtime
 
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
 from langchain_resilient_tools.pipeline.repair.logic import repair_call
-from langchain_resilient_tools.pipeline.validate.logic import check, tool_schema
+from langchain_resilient_tools.pipeline.schema import tool_schema
+from langchain_resilient_tools.pipeline.validate.logic import check
 
 from ._util import per_call_us
 

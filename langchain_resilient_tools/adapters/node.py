@@ -29,7 +29,7 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import INVALID_KEY, has_native_async, thread_id_of
 from ..observe.stats import StatsSnapshot
-from ..pipeline.driver import Outcome, Pipeline
+from ..pipeline import Outcome, Pipeline
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated

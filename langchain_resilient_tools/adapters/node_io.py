@@ -24,11 +24,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from ..core.errors import for_author
+from ..core.errors import HandledByTool, for_author
 from ..core.tools import INVALID_KEY, thread_id_of
-from ..pipeline.driver import Outcome
+from ..pipeline import Outcome
 from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
-from ..text.classify import HandledByTool
 from ..text.envelope import failure_message, success_message, take_error_record
 from .rollback import finish_node_step
 

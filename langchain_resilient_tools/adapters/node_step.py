@@ -24,8 +24,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
 from langgraph.runtime import Runtime
 
 from ..core.call import Call
-from ..pipeline.dedup.twins import StepTwins
-from ..pipeline.driver import Pipeline
+from ..pipeline import Pipeline, StepTwins
 from ..runtime.executor import dispatch_pool
 from ..runtime.steploop import run_step, step_loop
 from .context import INPUT_TYPE, TWINS

@@ -22,7 +22,7 @@ from langchain_core.tools.base import _handle_tool_error as handle_tool_error
 from pydantic import ConfigDict, PrivateAttr
 
 from ..core.call import Call
-from ..core.errors import UsageError
+from ..core.errors import HandledByTool, UsageError
 from ..core.idempotency import INJECTED_ARG, execution_args, keyed_config, use_key
 from ..core.policy import PolicyResolver, ToolPolicy
 from ..core.review import NO_INTERRUPT
@@ -35,13 +35,11 @@ from ..core.tools import (
     thread_id_of,
 )
 from ..observe.stats import StatsSnapshot
-from ..pipeline.driver import Outcome, Pipeline
-from ..pipeline.repair.stage import REPAIR_NOTICE
+from ..pipeline import Outcome, Pipeline
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_picklable
 from ..runtime.loop import home_loop, run_sync
-from ..text.classify import HandledByTool
 from ..text.envelope import envelope, failure_message, success_message, take_error_record
 
 log = logging.getLogger(__name__)
@@ -234,7 +232,7 @@ class ResilientTool(BaseTool):
             return json.dumps(envelope(failure, call))
         value = outcome.value
         record = call.record
-        repaired = call.extras.get(REPAIR_NOTICE)
+        repaired = call.repair_notice
         if repaired is not None:  # for a model, and no ToolMessage carries it: logged
             log.info("%s: %s", self.name, repaired)
             record.notices = [n for n in record.notices if n != repaired]

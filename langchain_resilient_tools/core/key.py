@@ -60,10 +60,6 @@ def call_key(call: Call) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-_RESULT_KEY = "result_key"
-"""Where a call's result key is kept once built (``Call.extras``)."""
-
-
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, default=repr, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
@@ -78,8 +74,8 @@ def result_key(call: Call) -> str | None:
     result (`ToolPolicy.cache_key`'s value, else the canonical arguments and the
     declared inputs, `core.reads.declared_reads`). Values are digested, never kept.
     """
-    if _RESULT_KEY in call.extras:
-        found: str | None = call.extras[_RESULT_KEY]
+    found = call.result_key  # built once (`Call.result_key`)
+    if found is not False:
         return found
     policy = call.resolved.policy
     scope: list[Any] = [policy.cache_scope]
@@ -96,5 +92,5 @@ def result_key(call: Call) -> str | None:
     except Exception:  # a failing key function: this call shares nothing
         log.warning("cache_key of %s raised: the call is neither cached nor served", call.name)
         key = None
-    call.extras[_RESULT_KEY] = key
+    call.result_key = key
     return key

@@ -40,16 +40,14 @@ from cachetools import TTLCache
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import BaseStore
 
+from ..core.errors import BackendError
+
 NAMESPACE = "langchain_resilient_tools"
 """First element of every namespace this package writes into a `BaseStore`."""
 TABLE = "lrt_state"
 """The table `PostgresBackend` keeps its entries in (created on first use)."""
 
 _serde = JsonPlusSerializer()
-
-
-class BackendError(Exception):
-    """The state store failed (unreachable, timed out, refused): `__cause__` says how."""
 
 
 @runtime_checkable

@@ -12,8 +12,9 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from ..core.call import Call
+from ..core.errors import HandledByTool
 from . import messages as m
-from .classify import Failure, HandledByTool, redacted
+from .classify import Failure, redacted
 from .redact import redact
 from .truncate import truncate
 

@@ -12,22 +12,17 @@ from typing import Any
 
 from ...core.call import Call
 from ...text import messages as m
+from ..schema import tool_schema
 from ..stage import BeforeStage
-from ..validate.logic import tool_schema
 from .logic import fits, repair_call
 
 _MAX_LISTED = 4
-REPAIR_NOTICE = "repair_notice"
-"""``Call.extras`` key of the repair notice (an adapter with no ToolMessage logs it)."""
-DROPPED = "dropped"
-"""``call.extras`` key: the names of the unknown arguments repair dropped (for the envelope
-of a call that still fails validation)."""
 
 
 def note_dropped(call: Call, names: tuple[str, ...] | list[str]) -> None:
-    """Remember that repair dropped the arguments `names` from `call`."""
+    """Remember that repair dropped the arguments `names` from `call` (`Call.dropped`)."""
     if names:
-        call.extras.setdefault(DROPPED, []).extend(names)
+        call.dropped = (*call.dropped, *names)
 
 
 def repair(call: Call) -> None:
@@ -64,7 +59,7 @@ def repair(call: Call) -> None:
             listed += f"; and {len(record.repairs) - _MAX_LISTED} more"
         notice = m.REPAIRED_NOTICE.format(repairs=listed)
         record.notices.append(notice)
-        call.extras[REPAIR_NOTICE] = notice
+        call.repair_notice = notice
 
 
 def _without(args: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:

@@ -125,36 +125,13 @@ def _retries(call: Call) -> bool:
     return retry.max_attempts > 1 and (call.idempotent or retry.retry_refused_writes)
 
 
-BUDGETS = "retry_budgets"
-"""`Env.resources` key of the per-tool retry budgets (hedges spend from them too)."""
-
-
-def retry_budget(env: Env, call: Call) -> RetryBudget | None:
-    """The retry budget of `call`'s tool (made on first use), or `None` when the tool is
-    not retried or its policy has no budget."""
-    policy = call.resolved.policy
-    retry = policy.retry
-    ratio = retry.budget_ratio
-    if ratio is None or not _retries(call):
-        return None
-    budgets: PerTool[RetryBudget] | None = env.resources.get(BUDGETS)
-    if budgets is None:
-        budgets = env.resources.setdefault(BUDGETS, PerTool())
-    return budgets.get(
-        call.name,
-        lambda: RetryBudget(
-            ratio=ratio, minimum=retry.budget_min, window=retry.budget_window,
-            clock=policy.clock,
-        ),
-    )  # fmt: skip
-
-
 class RetryStage(Stage):
     name = "retry"
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)
-        self.budgets: PerTool[RetryBudget] = env.resources.setdefault(BUDGETS, PerTool())
+        self.budgets: PerTool[RetryBudget] = PerTool()
+        env.retry_budget = self.budget_for  # published (hedges spend from it too)
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         """Only a tool whose calls may be retried (decided per tool: `_retries`)."""
@@ -162,8 +139,20 @@ class RetryStage(Stage):
         return retry.max_attempts > 1 and (resolved.idempotent or retry.retry_refused_writes)
 
     def budget_for(self, call: Call) -> RetryBudget | None:
-        """The tool's retry budget (made on first use), or `None` when it has none."""
-        return retry_budget(self.env, call)
+        """The retry budget of `call`'s tool (made on first use), or `None` when the tool
+        is not retried or its policy has no budget."""
+        policy = call.resolved.policy
+        retry = policy.retry
+        ratio = retry.budget_ratio
+        if ratio is None or not _retries(call):
+            return None
+        return self.budgets.get(
+            call.name,
+            lambda: RetryBudget(
+                ratio=ratio, minimum=retry.budget_min, window=retry.budget_window,
+                clock=policy.clock,
+            ),
+        )  # fmt: skip
 
     def _record(self, call: Call) -> RetryBudget | None:
         """Count `call` in its tool's retry budget (if any); return the budget."""

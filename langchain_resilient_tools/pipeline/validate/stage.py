@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from ...core.call import Call
 from ...core.errors import InvalidArguments
+from ..schema import tool_schema
 from ..stage import BeforeStage
-from .logic import check, tool_schema
+from .logic import check
 
 
 def validate(call: Call) -> None:
