@@ -3,14 +3,19 @@
 Wall time on a shared 2-core machine moves by 10-20% from one run to the next, more than
 the differences worth measuring. The number of instructions a call executes does not:
 this benchmark counts them for the ``direct`` cells of `bench.overhead` (the same tool,
-inputs and variants), with callgrind collecting only inside the measured batches, and
-prints the ratios to `ToolNode`. It does not see what instruction counts cannot
-(thread wake-up latency, cache misses), so the sync path's thread hand-offs are
-under-weighted: read it next to the wall-time table, not instead of it.
+inputs and variants, the timed peer among them) and, with ``--wrapper``, for the cells
+of `bench.wrapper` (the bare tool, the timed bare tool, the wrapped tool), with
+callgrind collecting only inside the measured batches, and prints the ratios to
+`ToolNode` (or the bare tool) and to the timed peer (the binding baseline). It does not
+see what instruction counts cannot (thread wake-up latency, cache misses), so the sync
+path's thread hand-offs are under-weighted: read it next to the wall-time table, not
+instead of it.
 
-Needs ``valgrind`` on the PATH (``apt install valgrind``); about a minute per cell.
+Needs ``valgrind`` on the PATH (``apt install valgrind``); every cell runs in one valgrind
+process (the imports are paid once): a few minutes in all.
 
     python -m bench.instructions [--calls 1 10] [--modes async sync] [--quick] [--floor]
+                                 [--wrapper]
 
 ``--floor`` adds a lower bound, ``attempt_only``: a `ResilientToolNode` whose pipeline
 keeps only the attempt stage (the per-attempt deadline), i.e. the adapter plus the one
@@ -37,9 +42,12 @@ from typing import Any
 
 from langchain_resilient_tools import ResilientToolNode
 
-from . import _util, overhead
+from . import _util, overhead, wrapper
 
-VARIANTS = ("toolnode", "resilient_node")
+VARIANTS = ("toolnode", overhead.PEER, "resilient_node")
+WRAPPER_VARIANTS = (wrapper.BASELINE, wrapper.PEER, "wrapped")
+WRAPPER = "wrapper"
+"""The ``calls`` of a `bench.wrapper` cell (one tool call per invocation)."""
 FLOOR = "attempt_only"
 ITERS = {1: 60, 10: 8, 100: 1}
 """Measured invocations per cell (instructions are exact: few are needed)."""
@@ -52,39 +60,45 @@ def attempt_only(tool: Any) -> ResilientToolNode:
     return node
 
 
-def _child(mode: str, calls: int, iters: int, floor: bool = False) -> None:
-    """Runs inside valgrind: each variant's batch inside one `functools.reduce` call;
-    callgrind zeroes its counters when the call starts and dumps them when it ends, so
-    each dump holds the batch's instructions on every thread (the sync path's workers
-    too)."""
+Cell = tuple[str, int | str]
+"""(mode, calls): tool calls per message, or `WRAPPER` for the wrapper's cell."""
+
+
+def _iters(calls: int | str) -> int:
+    return ITERS[1] if calls == WRAPPER else ITERS.get(int(calls), 4)
+
+
+def _prepares(
+    mode: str, calls: int | str, loop: asyncio.AbstractEventLoop, floor: bool
+) -> dict[str, _util.Prepare]:
+    """The variants of one cell, each as a `bench._util.Prepare`."""
+    if calls == WRAPPER:
+        tools = wrapper.variants(wrapper.make_tool())
+        return {
+            name: wrapper._prepare(tools[name], mode, loop, timed=name == wrapper.PEER)
+            for name in WRAPPER_VARIANTS
+        }
     tool = overhead.make_tool()
     nodes: dict[str, Any] = dict(overhead.make_nodes(tool))
-    names = list(VARIANTS)
     if floor:
         nodes[FLOOR] = attempt_only(tool)
-        names.append(FLOOR)
+    names = (*VARIANTS, *([FLOOR] if floor else []))
+    return {name: overhead._prepare(nodes[name], mode, int(calls), loop) for name in names}
+
+
+def _child(cells: Sequence[Cell], floor: bool = False) -> None:
+    """Runs inside valgrind (one process for every cell: the imports are paid once):
+    each variant's batch inside one `functools.reduce` call; callgrind zeroes its
+    counters when the call starts and dumps them when it ends, so each dump holds the
+    batch's instructions on every thread (the sync path's workers too)."""
     loop = asyncio.new_event_loop()
-    config = overhead._DIRECT_CONFIG
-    for name in names:
-        node = nodes[name]
-
-        def run(states: list[dict[str, Any]], node: Any = node) -> None:
-            if mode == "sync":
-                for state in states:
-                    node.invoke(state, config)
-                return
-
-            async def go() -> None:
-                for state in states:
-                    await node.ainvoke(state, config)
-
-            loop.run_until_complete(go())
-
-        run(overhead.make_inputs(20, calls))  # warm-up, not collected
-        states = overhead.make_inputs(iters, calls)
-        gc.collect()
-        functools.reduce(lambda _a, _b, states=states: run(states), [0, 0])
-        print(f"MEASURED {name}", flush=True)
+    for mode, calls in cells:
+        for name, prepare in _prepares(mode, calls, loop, floor).items():
+            prepare(20)()  # warm-up, not collected
+            batch = prepare(_iters(calls))
+            gc.collect()
+            functools.reduce(lambda _a, _b, batch=batch: batch(), [0, 0])
+            print(f"MEASURED {mode}:{calls} {name}", flush=True)
 
 
 def _totals(out_dir: Path) -> list[int]:
@@ -98,9 +112,9 @@ def _totals(out_dir: Path) -> list[int]:
     return totals
 
 
-def run_cell(mode: str, calls: int, *, floor: bool = False) -> dict[str, Any]:
-    """Instructions per call of every variant for one (mode, calls) cell."""
-    iters = ITERS.get(calls, 4)
+def _measure(cells: Sequence[Cell], floor: bool) -> dict[str, dict[str, int]]:
+    """``{"mode:calls": {variant: instructions of its batch}}``, from one valgrind run."""
+    specs = [f"{mode}:{calls}" for mode, calls in cells]
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             "valgrind",
@@ -112,56 +126,85 @@ def run_cell(mode: str, calls: int, *, floor: bool = False) -> dict[str, Any]:
             "-m",
             "bench.instructions",
             "--child",
-            mode,
-            str(calls),
-            str(iters),
+            *specs,
             *(["--floor"] if floor else []),
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        names = [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("MEASURED")]
+        measured = [ln.split()[1:3] for ln in proc.stdout.splitlines() if ln.startswith("MEASURED")]
         totals = _totals(Path(tmp))
-    if len(totals) != len(names):
-        raise RuntimeError(f"expected {len(names)} callgrind dumps, found {len(totals)}")
-    per_call = {n: t / (iters * calls) for n, t in zip(names, totals, strict=True)}
-    base = per_call["toolnode"]
+    if len(totals) != len(measured):
+        raise RuntimeError(f"expected {len(measured)} callgrind dumps, found {len(totals)}")
+    out: dict[str, dict[str, int]] = {spec: {} for spec in specs}
+    for (spec, name), total in zip(measured, totals, strict=True):
+        out[spec][name] = total
+    return out
+
+
+def cell_result(mode: str, calls: int | str, totals: dict[str, int]) -> dict[str, Any]:
+    """One (mode, calls) cell: instructions per call of every variant, and the ratios."""
+    per_call = {
+        n: t / (_iters(calls) * (1 if calls == WRAPPER else int(calls))) for n, t in totals.items()
+    }
+    base_name, peer_name = (
+        (wrapper.BASELINE, wrapper.PEER) if calls == WRAPPER else ("toolnode", overhead.PEER)
+    )
+    base, peer = per_call[base_name], per_call[peer_name]
     return {
         "mode": mode,
         "calls_per_message": calls,
         "instructions_per_call": {k: round(v) for k, v in per_call.items()},
         "ratio": {k: round(v / base, 3) for k, v in per_call.items()},
-        "target_resilient_node": overhead.TARGETS[mode],
+        "peer_ratio": {k: round(v / peer, 3) for k, v in per_call.items()},
+        "target_resilient_node": overhead.TARGETS[mode] if calls != WRAPPER else None,
+        "peer_target": wrapper.PEER_TARGET if calls == WRAPPER else overhead.PEER_TARGET,
     }
 
 
 def table(result: dict[str, Any]) -> str:
     floor = any(FLOOR in c["ratio"] for c in result["cells"])
-    headers = ["mode", "calls", "toolnode kIr/call", "resilient_node kIr/call", "ratio"]
+    headers = ["mode", "calls", "baseline kIr/call", "peer kIr/call", "ours kIr/call"]
+    headers += ["ours / baseline", "ours / peer"]
     headers += [f"{FLOOR} ratio"] if floor else []
-    rows = [
-        [
-            c["mode"],
-            c["calls_per_message"],
-            c["instructions_per_call"]["toolnode"] / 1000,
-            c["instructions_per_call"]["resilient_node"] / 1000,
-            c["ratio"]["resilient_node"],
-            *([c["ratio"].get(FLOOR, "-")] if floor else []),
-            c["target_resilient_node"],
-        ]
-        for c in result["cells"]
-    ]
-    headers.append("target")
+    headers += ["target", "peer target"]
+    rows = []
+    for c in result["cells"]:
+        ours = "wrapped" if c["calls_per_message"] == WRAPPER else "resilient_node"
+        base, peer = (
+            (wrapper.BASELINE, wrapper.PEER)
+            if c["calls_per_message"] == WRAPPER
+            else ("toolnode", overhead.PEER)
+        )
+        counts = c["instructions_per_call"]
+        rows.append(
+            [
+                c["mode"],
+                c["calls_per_message"],
+                counts[base] / 1000,
+                counts[peer] / 1000 if peer in counts else "-",
+                counts[ours] / 1000,
+                c["ratio"][ours],
+                c.get("peer_ratio", {}).get(ours, "-"),
+                *([c["ratio"].get(FLOOR, "-")] if floor else []),
+                c.get("target_resilient_node") or "-",
+                c.get("peer_target", "-"),
+            ]
+        )
     return _util.format_table(headers, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--child"]:
-        _child(args[1], int(args[2]), int(args[3]), floor="--floor" in args)
+        specs = [a.split(":") for a in args[1:] if a != "--floor"]
+        _child([(m, c if c == WRAPPER else int(c)) for m, c in specs], floor="--floor" in args)
         return None
     parser = argparse.ArgumentParser(prog="python -m bench.instructions")
     parser.add_argument("--calls", type=int, nargs="*", default=[1, 10])
     parser.add_argument("--modes", nargs="*", default=["async", "sync"])
     parser.add_argument("--quick", action="store_true", help="one async cell")
+    parser.add_argument(
+        "--wrapper", action="store_true", help="add the wrapper's cells (`bench.wrapper`)"
+    )
     parser.add_argument(
         "--floor", action="store_true", help=f"add the {FLOOR} lower bound (see the docstring)"
     )
@@ -169,10 +212,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: skipped")
         return {"skipped": "valgrind is not installed"}
-    cells = [("async", 1)] if opts.quick else [(m, n) for m in opts.modes for n in opts.calls]
+    cells: list[tuple[str, int | str]] = (
+        [("async", 1)] if opts.quick else [(m, n) for m in opts.modes for n in opts.calls]
+    )
+    if opts.wrapper:
+        cells += [(m, WRAPPER) for m in opts.modes]
     meta = _util.run_metadata(args)
     meta["command"] = " ".join(["python -m bench.instructions", *args])
-    result = {"meta": meta, "cells": [run_cell(mode, n, floor=opts.floor) for mode, n in cells]}
+    totals = _measure(cells, opts.floor)
+    result = {
+        "meta": meta,
+        "cells": [cell_result(mode, n, totals[f"{mode}:{n}"]) for mode, n in cells],
+    }
     print(table(result))
     if not opts.quick:
         print(f"written to {_util.save_json(result, _util.RESULTS_DIR / 'instructions.json')}")

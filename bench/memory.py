@@ -9,7 +9,7 @@ memory retained after a warm-up, at checkpoints, and the peak.
 
 Bounded structures are plugged in as `Probe`s (``register(Probe(...))``): each reports
 its current size and its bound after the run. On top of the registered probes, every
-sized attribute of every stage (and of ``env.resources``) is reported automatically,
+sized attribute of every stage (and of the stages' shared ``env``) is reported automatically,
 with its ``maxsize`` as the bound when it has one (cachetools caches do).
 """
 
@@ -89,8 +89,8 @@ def _attrs(obj: Any) -> dict[str, Any]:
 
 
 def discovered(pipeline: Pipeline) -> list[tuple[str, int, int | None]]:
-    """``(name, size, bound)`` of every sized attribute of the stages, the resources
-    and the observer, looking two levels into the package's own objects."""
+    """``(name, size, bound)`` of every sized attribute of the stages, their shared
+    `Env` and the observer, looking two levels into the package's own objects."""
     found: list[tuple[str, int, int | None]] = []
 
     def visit(prefix: str, obj: Any, depth: int) -> None:
@@ -105,12 +105,7 @@ def discovered(pipeline: Pipeline) -> list[tuple[str, int, int | None]]:
 
     for stage in pipeline.stages:
         visit(f"stage:{stage.name}", stage, 2)
-    for key, value in pipeline.env.resources.items():
-        size = _sized(value)
-        if size is not None:
-            found.append((f"resources.{key}", size, _bound(value)))
-        else:
-            visit(f"resources.{key}", value, 2)
+    visit("env", pipeline.env, 2)  # what the stages share (`Env`'s typed fields)
     observer = getattr(pipeline, "observer", None)
     if observer is not None:
         visit("observer", observer, 2)

@@ -224,14 +224,28 @@ def _checkpoints(data: dict[str, Any]) -> str:
 
 
 def _instructions(data: dict[str, Any]) -> str:
-    rows = [
-        [c["mode"], c["calls_per_message"], f"{c['ratio']['resilient_node']:.2f}x",
-         f"{c['ratio']['attempt_only']:.2f}x" if "attempt_only" in c["ratio"] else "",
-         f"{c['target_resilient_node']}x"]
-        for c in sorted(data["cells"], key=lambda c: (c["mode"] != "sync", c["calls_per_message"]))
-    ]  # fmt: skip
-    headers = ["mode", "calls per message", "ResilientToolNode",
-               "lower bound (attempt stage only)", "target"]  # fmt: skip
+    """Node cells (ToolNode beside it) and wrapper cells (the bare tool beside it), each
+    as ratios to the peer with the same guarantee: the timed one (a per-call timeout)."""
+
+    def ratio(cell: dict[str, Any], key: str) -> str:
+        peer = cell.get("peer_ratio", {})
+        return f"{peer[key]:.3f}x" if key in peer else ""
+
+    rows = []
+    for c in sorted(
+        data["cells"], key=lambda c: (c["mode"] != "sync", str(c["calls_per_message"]))
+    ):
+        wrapper = c["calls_per_message"] == "wrapper"
+        rows.append([
+            c["mode"],
+            "ResilientTool.wrap" if wrapper else f"ResilientToolNode, {c['calls_per_message']} per message",
+            ratio(c, "wrapped" if wrapper else "resilient_node"),
+            "" if wrapper else ratio(c, "attempt_only"),
+            ratio(c, "tool" if wrapper else "toolnode"),
+            f"{c['peer_target']}x" if "peer_target" in c else "",
+        ])  # fmt: skip
+    headers = ["mode", "adapter", "ours / timed peer", "lower bound (attempt stage only)",
+               "untimed peer / timed peer", "target"]  # fmt: skip
     return _table(headers, rows)
 
 

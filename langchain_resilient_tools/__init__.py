@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .adapters.tool import ResilientTool
-from .core.errors import ToolErrorType, UsageError
-from .core.ignored import IgnoredOptionWarning
+from .core.errors import IgnoredOptionWarning, ToolErrorType, UsageError
 from .core.policy import (
     AdaptiveTimeout,
     Args,

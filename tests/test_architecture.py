@@ -10,6 +10,11 @@ cycle of type-only imports is a cycle of concepts all the same). The layers, low
 
 A module may import its own layer and the layers below it, never one above. A public
 module that imports nothing of the package (`checks`) stands below every layer.
+
+Inside the pipeline, no stage imports another (the stages are read from `STAGES`; a
+stage's home is its package, or its module), and from outside, the pipeline is entered
+through its package only (`pipeline/__init__.py`). The exceptions the package defines
+are one tree, in `core.errors`.
 """
 
 from __future__ import annotations
@@ -108,3 +113,70 @@ def test_every_private_module_has_a_home() -> None:
     """No flat private modules left at the root: each concern lives in its layer."""
     flat = [p.name for p in ROOT.glob("_*.py") if p.name != "__init__.py"]
     assert flat == []
+
+
+def _stage_homes() -> dict[str, str]:
+    """Each stage of `STAGES` by its home: the stage's package (``pipeline.repair``, for
+    ``pipeline.repair.stage``) or, for a stage that is one module, that module."""
+    from langchain_resilient_tools.pipeline.driver import STAGES
+
+    homes = {}
+    for cls in STAGES:
+        module = cls.__module__
+        package = module.rsplit(".", 1)[0]
+        homes[cls.name] = package if package != f"{PKG}.pipeline" else module
+    return homes
+
+
+def _home_of(name: str, homes: dict[str, str]) -> str | None:
+    for home in homes.values():
+        if name == home or name.startswith(home + "."):
+            return home
+    return None
+
+
+def test_no_stage_imports_another_stage() -> None:
+    """What one stage tells another is a typed field (`Call`, `Env`) or a neutral module
+    (`pipeline.schema`, `pipeline.shared`, `pipeline.health`): never another stage's."""
+    homes = _stage_homes()
+    assert len(set(homes.values())) == len(homes), homes  # one home per stage
+    crossing = [
+        f"{name} -> {dep}"
+        for name, deps in sorted(GRAPH.items())
+        if (home := _home_of(name, homes)) is not None
+        for dep in sorted(deps)
+        if (other := _home_of(dep, homes)) is not None and other != home
+    ]
+    assert not crossing, "a stage imports another stage:\n" + "\n".join(crossing)
+
+
+def test_the_pipeline_is_entered_through_its_package_only() -> None:
+    """Adapters (and everything else outside the pipeline) import what `pipeline`
+    re-exports, never a module inside it."""
+    inside = f"{PKG}.pipeline."
+    reaching = [
+        f"{name} -> {dep}"
+        for name, deps in sorted(GRAPH.items())
+        if not name.startswith(inside) and name != f"{PKG}.pipeline"
+        for dep in sorted(deps)
+        if dep.startswith(inside)
+    ]
+    assert not reaching, "imports past the pipeline's entry:\n" + "\n".join(reaching)
+
+
+def test_every_exception_lives_in_core_errors() -> None:
+    """The package's exceptions are one tree, in `core.errors`."""
+    import importlib
+
+    elsewhere = []
+    for name in sorted(MODULES):
+        module = importlib.import_module(name)
+        for attr, value in vars(module).items():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and value.__module__ == name
+                and name != f"{PKG}.core.errors"
+            ):
+                elsewhere.append(f"{name}.{attr}")
+    assert not elsewhere, "exceptions outside core.errors: " + ", ".join(elsewhere)

@@ -141,7 +141,7 @@ def test_claim_is_atomic_and_ttls_hold(pg_url: str, db: Any) -> None:
 
 
 def test_an_unreachable_server_is_a_backend_error(pg_url: str) -> None:
-    from langchain_resilient_tools.state.backend import BackendError
+    from langchain_resilient_tools.core.errors import BackendError
 
     conn = psycopg.connect(pg_url, autocommit=True)
     backend = PostgresBackend(PostgresStore(conn))

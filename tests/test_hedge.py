@@ -21,6 +21,7 @@ from langchain_core.tools import InjectedToolArg
 from langchain_resilient_tools import (
     BreakerPolicy,
     Hedge,
+    IgnoredOptionWarning,
     Limits,
     ResilientToolNode,
     RetryPolicy,
@@ -353,7 +354,10 @@ def test_a_keyed_write_is_never_hedged() -> None:
 
     tool = counted("create_order", create_order)
     pipeline = Pipeline(PolicyResolver(_policy(FakeClock(), idempotency_key=True)))
-    call = pipeline.new_call(call_id="c0", name="create_order", args={"query": "q"}, tool=tool)
+    with pytest.warns(IgnoredOptionWarning, match="never applies"):  # said at its first call
+        call = pipeline.new_call(
+            call_id="c0", name="create_order", args={"query": "q"}, tool=tool
+        )
     assert call.idempotent and call.resolved.write
     stage = next(s for s in pipeline.stages if isinstance(s, HedgeStage))
     assert stage._hedged(call) is False

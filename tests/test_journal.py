@@ -28,11 +28,12 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import Shared, Timeouts, ToolPolicy, UnknownOutcome, VerifyInfo
+from langchain_resilient_tools.core.errors import BackendError
 from langchain_resilient_tools.core.idempotency import derive_key
 from langchain_resilient_tools.pipeline.journal import logic
 from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL, Verdict, judge
 from langchain_resilient_tools.runtime import owner
-from langchain_resilient_tools.state.backend import BackendError, MemoryBackend, StoreBackend
+from langchain_resilient_tools.state.backend import MemoryBackend, StoreBackend
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness

@@ -16,7 +16,8 @@ from langchain_resilient_tools.core.call import CallRecord
 from langchain_resilient_tools.core.errors import ToolRaised
 from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.pipeline.driver import Pipeline
-from langchain_resilient_tools.pipeline.validate.logic import check, compile_tool
+from langchain_resilient_tools.pipeline.schema import compile_tool
+from langchain_resilient_tools.pipeline.validate.logic import check
 from langchain_resilient_tools.testing import invalid_call, tool_call
 from langchain_resilient_tools.text.classify import classify
 from langchain_resilient_tools.text.fields import PROBLEMS, from_pydantic

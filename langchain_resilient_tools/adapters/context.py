@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 from typing import Literal
 
-from ..pipeline.dedup.twins import StepTwins
+from ..pipeline import StepTwins
 
 INPUT_TYPE: contextvars.ContextVar[Literal["list", "dict", "tool_calls"]] = contextvars.ContextVar(
     "lrt_input_type", default="dict"

@@ -15,9 +15,7 @@ from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall, ToolMe
 from langchain_core.tools import BaseTool
 
 from ..core.call import Call
-from ..pipeline.driver import Pipeline
-from ..pipeline.repair.logic import Repaired, repair_call
-from ..pipeline.validate.logic import tool_schema
+from ..pipeline import Pipeline, Repaired, repair_call, tool_schema
 from ..state.graph import ERRORS_KEY
 from ..text.envelope import failure_message, take_error_record
 

@@ -24,10 +24,7 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import thread_id_of
 from ..observe.stats import StatsSnapshot
-from ..pipeline.dedup.twins import MessageTwins
-from ..pipeline.driver import Outcome, Pipeline
-from ..pipeline.repair.logic import Repaired
-from ..pipeline.repair.stage import note_dropped
+from ..pipeline import MessageTwins, Outcome, Pipeline, Repaired
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
@@ -152,7 +149,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         carried = self._carried.pop(call.id, None)  # repaired in `after_model`
         if carried is not None:
             call.record.repairs.extend(carried.repairs)
-            note_dropped(call, carried.dropped)
+            call.dropped = (*call.dropped, *carried.dropped)  # named in the envelope
         return call
 
     @staticmethod

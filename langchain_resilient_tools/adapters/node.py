@@ -16,6 +16,7 @@ call, run through `pipeline.driver.Pipeline`); its bases hold the rest:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from langchain_core.tools import BaseTool
@@ -23,12 +24,12 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from ..core.call import Call
 from ..core.errors import UnknownTool
-from ..core.idempotency import keyed_request
+from ..core.idempotency import keyed_request, takes_key
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import INVALID_KEY, expect_tool, has_native_async, thread_id_of
 from ..observe.stats import StatsSnapshot
-from ..pipeline.driver import Pipeline
+from ..pipeline import Outcome, Pipeline
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
@@ -39,7 +40,7 @@ from .layers import Layers
 from .node_io import HandleToolErrors
 from .node_step import StepNode
 from .review import with_question
-from .rollback import annotate
+from .rollback import annotate, as_answered
 
 ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
 AsyncToolCallWrapper = Callable[
@@ -123,6 +124,8 @@ class ResilientToolNode(StepNode):
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
         resolve = self.pipeline.resolver.resolve
         self._asking = frozenset(n for n, t in self.tools_by_name.items() if asking(resolve(n, t)))
+        self._keyless = frozenset(n for n, t in self.tools_by_name.items() if not takes_key(t))
+        """The tools that take no idempotency key (`core.idempotency.keyed_request`)."""
         self._layers = Layers(self.pipeline.resolver, "node")  # a retry in a user's wrapper
         self._layers.find(wrap_tool_call, awrap_tool_call)
         self._layers.check(self._tool_names, self.tools_by_name)  # a write it covers: refused
@@ -141,18 +144,20 @@ class ResilientToolNode(StepNode):
         tc = request.tool_call
         bad: Any = tc.get(INVALID_KEY)  # type: ignore[misc]
         self._layers.note_rerun(request, self.name or "tools")  # a node retry_policy re-ran it
+        runtime = request.runtime
+        config = runtime.config if runtime else None
         call = self.pipeline.new_call(
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]) if isinstance(tc["args"], dict) else {},
             tool=request.tool,
             valid_tools=self._tool_names,
-            thread_id=thread_id_of(request.runtime.config if request.runtime else None),
-            deadline=deadline_of(request.runtime.config if request.runtime else None),
+            thread_id=thread_id_of(config),
+            deadline=deadline_of(config),
             state=request.state,
-            config=getattr(request.runtime, "config", None),
-            context=getattr(request.runtime, "context", None),
-            store=getattr(request.runtime, "store", None),
+            config=config,
+            context=getattr(runtime, "context", None),
+            store=getattr(runtime, "store", None),
             passthrough_unknown=self._user_wrap is not None or self._user_awrap is not None,
             tool_validates=self._handle is not True,  # ToolNode's own handling decides
             rerun=RERUN.get(),  # a write a person chose to run again
@@ -177,38 +182,61 @@ class ResilientToolNode(StepNode):
         if request.tool is None:
             raise UnknownTool(request.tool_call["name"], self._tool_names)
 
+    def _execute(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any], call: Call
+    ) -> Any:
+        """Run `call` as `request` says, with what the stages made of it (repaired
+        arguments, an idempotency key), by ToolNode's `execute` (sync or async)."""
+        tc: Any = request.tool_call
+        if (  # the hot path: nothing to change, the request runs as ToolNode made it
+            call.name in self._keyless
+            and not call.resolved.keyed
+            and INVALID_KEY not in tc
+            and tc["args"] == call.args
+        ):
+            return execute(request)
+        req = self._request_for(request, call)
+        self._guard(req)
+        return execute(req)
+
+    def _reply(self, outcome: Outcome) -> Any:
+        """The answer to a finished call: the tool's own message when the layer did
+        nothing visible to it (`as_answered`), else `_answer`'s, marked for a person
+        (`with_question`) and for the end of the step (`annotate`)."""
+        if as_answered(outcome):
+            return outcome.value
+        return annotate(with_question(self._answer(outcome), outcome), outcome)
+
     def _sync_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
     ) -> Call:
         """The `Call` for `request`, run by the sync `execute` (through a user wrapper)."""
 
+        def bridged_execute(req: ToolCallRequest) -> Any:
+            return execute(bridged(req, call))  # an async-only tool runs its coroutine
+
         def guarded(req: ToolCallRequest) -> Any:
             self._guard(req)
-            return execute(bridged(req, call))  # an async-only tool runs its coroutine
+            return bridged_execute(req)
 
         user = self._user_wrap
         call = self._new_call(request)
         if user is None:
-            call.run = lambda c: guarded(self._request_for(request, c))
+            call.run = partial(self._execute, request, bridged_execute)
         else:
             call.run = lambda c: user(self._request_for(request, c), guarded)
         return call
 
     def _wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-        outcome = self.pipeline.run(self._sync_call(request, execute))
-        return annotate(with_question(self._answer(outcome), outcome), outcome)
+        return self._reply(self.pipeline.run(self._sync_call(request, execute)))
 
     async def _awrap(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
     ) -> Any:
-        def guarded(req: ToolCallRequest) -> Awaitable[Any]:
-            self._guard(req)
-            return execute(req)
-
         user = self._user_awrap
         call = self._new_call(request)
         if user is None:
-            call.arun = lambda c: guarded(self._request_for(request, c))
+            call.arun = partial(self._execute, request, execute)
             tool = request.tool
             if tool is not None and not has_native_async(tool):
                 # A sync tool runs on the pipeline's own workers, where a timed-out
@@ -229,5 +257,4 @@ class ResilientToolNode(StepNode):
                 return execute(offloaded(req, call, self.pipeline.env.runner))
 
             call.arun = lambda c: user(self._request_for(request, c), guarded_offloaded)
-        outcome = await self.pipeline.arun(call)
-        return annotate(with_question(self._answer(outcome), outcome), outcome)
+        return self._reply(await self.pipeline.arun(call))

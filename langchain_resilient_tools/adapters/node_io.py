@@ -10,7 +10,9 @@ the graph's author can fix raised as `ToolNode` raises them (the rule is in `_an
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
@@ -23,11 +25,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from ..core.errors import for_author
-from ..core.tools import INVALID_KEY
-from ..pipeline.driver import Outcome
-from ..text.classify import HandledByTool
+from ..core.errors import HandledByTool, for_author
+from ..core.tools import INVALID_KEY, thread_id_of
+from ..pipeline import Outcome
+from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
 from ..text.envelope import failure_message, success_message
+from .records import with_error_records
+from .rollback import finish_node_step
 
 try:
     from langgraph.prebuilt.tool_node import _infer_handled_types
@@ -41,6 +45,20 @@ CONTEXT_TYPE = "tool_call_with_context"
 """``__type`` of LangGraph's `ToolCallWithContext` (a `Send` payload with the state)."""
 HandleToolErrors = bool | str | Callable[..., str] | type[Exception] | tuple[type[Exception], ...]
 _RUNTIME_FIELDS = frozenset(f.name for f in dataclasses.fields(ToolRuntime))
+_FROM_RUNTIME = tuple(
+    name
+    for name in ("context", "store", "stream_writer", "execution_info", "server_info")
+    if name in _RUNTIME_FIELDS
+)
+"""What every `ToolRuntime` of a step takes from the step's `Runtime` (per version)."""
+_READ_RUNTIME = (
+    operator.attrgetter(*_FROM_RUNTIME)
+    if len(_FROM_RUNTIME) > 1
+    and set(_FROM_RUNTIME) <= {f.name for f in dataclasses.fields(Runtime)}
+    else None
+)
+"""Reads them at once, when this version's `Runtime` has them all."""
+_TAKES_TOOLS = "tools" in _RUNTIME_FIELDS
 
 
 class MessageForms(ToolNode):
@@ -49,6 +67,9 @@ class MessageForms(ToolNode):
     _handle: HandleToolErrors
     _handles_wiring: bool
     _tool_list: list[BaseTool]
+    _errors_key: str | None
+    _rollbacks: dict[str, int]
+    _errors_dropped: DroppedRecordsWarning
 
     # -- input ---------------------------------------------------------------------
 
@@ -99,15 +120,12 @@ class MessageForms(ToolNode):
         config: RunnableConfig,
         runtime: Runtime[Any],
     ) -> list[ToolRuntime]:
-        shared = {
-            "context": runtime.context,
-            "store": runtime.store,
-            "stream_writer": runtime.stream_writer,
-            "tools": self._tool_list,
-            "execution_info": getattr(runtime, "execution_info", None),
-            "server_info": getattr(runtime, "server_info", None),
-        }
-        shared = {k: v for k, v in shared.items() if k in _RUNTIME_FIELDS}  # per version
+        if _READ_RUNTIME is not None:
+            shared = dict(zip(_FROM_RUNTIME, _READ_RUNTIME(runtime), strict=True))
+        else:
+            shared = {name: getattr(runtime, name, None) for name in _FROM_RUNTIME}
+        if _TAKES_TOOLS:
+            shared["tools"] = self._tool_list
         return [
             ToolRuntime(
                 state=cast(Any, self._extract_state(input, cfg)),
@@ -190,3 +208,43 @@ class MessageForms(ToolNode):
         if isinstance(handle, (type, tuple)):
             return isinstance(exc, handle)
         return isinstance(exc, _infer_handled_types(handle))
+
+    # -- the end of a step: error records, ledger entries, rollbacks -----------------
+
+    def _step_output(
+        self,
+        outputs: list[Any],
+        input_type: Literal["list", "dict", "tool_calls"],
+        input: Any,
+        runtimes: list[ToolRuntime],
+        config: RunnableConfig,
+    ) -> Any:
+        """ToolNode's output of the step, with error records to ``tool_errors``, dedup
+        entries to ``tool_ledger``, and rollbacks (see `adapters.rollback`), in the graph
+        state: `input`, or the state a `Send` payload carries (each call's runtime holds
+        it). Nothing to do (the hot path) when every answer is a message as the tool gave
+        it and no rollback is being counted."""
+        output = self._combine_tool_outputs(outputs, input_type)
+        state = runtimes[0].state if runtimes else input
+        if (
+            not self._rollbacks
+            and all(type(o) is ToolMessage and not o.response_metadata for o in outputs)
+            and not (isinstance(state, dict) and state.get(LEDGER_KEY))
+        ):
+            return output
+        output = with_error_records(
+            output,
+            state,
+            key=self._errors_key,
+            messages_key=self._messages_key,
+            dropped=partial(self._errors_dropped.dropped, f"ResilientToolNode {self.name!r}"),
+        )
+        return finish_node_step(
+            output,
+            input,
+            state=state,
+            messages_key=self._messages_key,
+            ledger_key=LEDGER_KEY,
+            memory=self._rollbacks,
+            thread_id=thread_id_of(config),
+        )

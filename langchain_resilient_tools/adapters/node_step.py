@@ -24,25 +24,18 @@ from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
 from langgraph.runtime import Runtime
 
 from ..core.call import Call
-from ..core.tools import thread_id_of
-from ..pipeline.dedup.twins import StepTwins
-from ..pipeline.driver import Pipeline
+from ..pipeline import Pipeline, StepTwins
 from ..runtime.executor import dispatch_pool
 from ..runtime.steploop import run_step, step_loop
-from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
 from .context import INPUT_TYPE, TWINS
 from .node_review import ReviewedSteps
-from .records import with_error_records
-from .rollback import annotate, finish_node_step
+from .rollback import annotate, as_answered
 
 
 class StepNode(ReviewedSteps):
     """The step drivers of `ResilientToolNode` (its base; not used alone)."""
 
     pipeline: Pipeline
-    _errors_key: str | None
-    _rollbacks: dict[str, int]
-    _errors_dropped: DroppedRecordsWarning
 
     def _sync_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
@@ -74,7 +67,7 @@ class StepNode(ReviewedSteps):
                 outputs = self._run_all_threaded(tool_calls, runtimes, twins, input_type, config)
         finally:
             TWINS.reset(token)
-        return self._finish(outputs, input_type, input, runtimes, config)
+        return self._step_output(outputs, input_type, input, runtimes, config)
 
     def _run_all_threaded(
         self,
@@ -143,7 +136,7 @@ class StepNode(ReviewedSteps):
         call = self._sync_call(request, execute)
         call.offload = True
         outcome = await self.pipeline.arun(call, sync_callbacks=True)
-        return annotate(self._answer(outcome), outcome)
+        return outcome.value if as_answered(outcome) else annotate(self._answer(outcome), outcome)
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
@@ -162,7 +155,7 @@ class StepNode(ReviewedSteps):
                 outputs = await self._arun_all(tool_calls, runtimes, twins, config, run=run)
         finally:
             TWINS.reset(token)
-        return self._finish(outputs, input_type, input, runtimes, config)
+        return self._step_output(outputs, input_type, input, runtimes, config)
 
     async def _arun_all(
         self,
@@ -206,35 +199,6 @@ class StepNode(ReviewedSteps):
                 raise result
             outputs.append(result)
         return outputs
-
-    def _finish(
-        self,
-        outputs: list[Any],
-        input_type: Literal["list", "dict", "tool_calls"],
-        input: Any,
-        runtimes: list[ToolRuntime],
-        config: RunnableConfig,
-    ) -> Any:
-        """The step's output with error records to ``tool_errors``, dedup entries to
-        ``tool_ledger``, and rollbacks (see `adapters.rollback`), in the graph state:
-        `input`, or the state a `Send` payload carries (each call's runtime holds it)."""
-        state = runtimes[0].state if runtimes else input
-        output = with_error_records(
-            self._combine_tool_outputs(outputs, input_type),
-            state,
-            key=self._errors_key,
-            messages_key=self._messages_key,
-            dropped=partial(self._errors_dropped.dropped, f"ResilientToolNode {self.name!r}"),
-        )
-        return finish_node_step(
-            output,
-            input,
-            state=state,
-            messages_key=self._messages_key,
-            ledger_key=LEDGER_KEY,
-            memory=self._rollbacks,
-            thread_id=thread_id_of(config),
-        )
 
 
 def _bind(ctx: contextvars.Context, fn: Callable[[int], Any], i: int) -> Callable[[], Any]:

@@ -35,7 +35,7 @@ from langgraph.types import Command, interrupt
 from ..core.errors import ToolErrorType, UsageError
 from ..core.idempotency import key_for
 from ..core.review import CHOICES, RESUME_EXAMPLE, HumanDecision, asks_person, parse_decision
-from ..pipeline.driver import Outcome
+from ..pipeline import Outcome
 from ..state.graph import ERRORS_KEY
 from ..text.envelope import ERROR_META, confirmed_by_person, given_up_by_person
 from .context import RERUN

@@ -1,7 +1,7 @@
 """Graph-state bookkeeping of one tool step: ledger entries and rollbacks.
 
 Stages cannot write graph state; they leave what should be written on the call
-(``call.extras["ledger"]``) and the adapter's answer carries it, in the ToolMessage's
+(`Call.ledger`) and the adapter's answer carries it, in the ToolMessage's
 ``response_metadata``, to the end of the step, where the graph adapters write it:
 
 - `ResilientToolNode` (`finish_node_step`): ledger entries go to ``tool_ledger`` when
@@ -31,11 +31,11 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveM
 from langgraph.types import Command
 
 from ..core.errors import ToolErrorType
-from ..pipeline.dedup.graph_state import EXTRAS_KEY, answered_entries, pointing_like
-from ..pipeline.driver import Outcome
+from ..pipeline import Outcome, answered_entries, pointing_like
 from ..state.graph import LEDGER_KEY
 from ..text import messages as m
 from ..text.classify import Failure
+from ..text.envelope import as_it_came
 from ..text.redact import redact
 
 LEDGER_META = "lrt_ledger"
@@ -64,12 +64,20 @@ def guidance(outcome: Outcome) -> str:
     return m.ROLLBACK_GUIDANCE.format(tool=call.name, args=args, reason=reason)
 
 
+def as_answered(outcome: Outcome) -> bool:
+    """Whether the answer of `outcome` is the tool's own message as it came: a healthy
+    call the layer did nothing visible to, with nothing to carry to the end of the step
+    (`success_message` and `annotate` would hand it back unchanged)."""
+    call = outcome.call
+    return outcome.failure is None and call.ledger is None and as_it_came(outcome.value, call)
+
+
 def annotate(answer: T, outcome: Outcome) -> T:
     """`answer` (a ToolMessage) carrying the call's ledger entries and rollback wish."""
     if not isinstance(answer, ToolMessage):
         return answer
     marks: dict[str, Any] = {}
-    entries = outcome.call.extras.get(EXTRAS_KEY)
+    entries = outcome.call.ledger
     if entries:  # the entry of the call's own result points at `answer` (if it holds it)
         marks[LEDGER_META] = answered_entries(entries, answer, outcome.call)
     if wants_rollback(outcome):

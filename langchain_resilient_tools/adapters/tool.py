@@ -22,7 +22,7 @@ from langchain_core.tools.base import _handle_tool_error as handle_tool_error
 from pydantic import ConfigDict, PrivateAttr
 
 from ..core.call import Call
-from ..core.errors import UsageError
+from ..core.errors import HandledByTool, UsageError
 from ..core.idempotency import INJECTED_ARG, execution_args, keyed_config, use_key
 from ..core.policy import PolicyResolver, ToolPolicy
 from ..core.review import NO_INTERRUPT
@@ -36,13 +36,11 @@ from ..core.tools import (
     thread_id_of,
 )
 from ..observe.stats import StatsSnapshot
-from ..pipeline.driver import Outcome, Pipeline
-from ..pipeline.repair.stage import REPAIR_NOTICE
+from ..pipeline import Outcome, Pipeline
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_picklable
 from ..runtime.loop import home_loop, run_sync
-from ..text.classify import HandledByTool
 from ..text.envelope import envelope, failure_message, success_message, take_error_record
 
 log = logging.getLogger(__name__)
@@ -67,6 +65,7 @@ class ResilientTool(BaseTool):
     _native_async: bool = PrivateAttr()
     _exec: BaseTool = PrivateAttr()
     """What runs: `inner`, or a copy that raises its errors (the pipeline handles them)."""
+    _sync: bool = PrivateAttr()  # whether `_exec` can run sync (not an MCP tool)
 
     @classmethod
     def wrap(
@@ -114,6 +113,7 @@ class ResilientTool(BaseTool):
         self._exec = self.inner
         if self.inner.handle_tool_error:  # answered by `_own_answer`, for plain calls too
             self._exec = self.inner.model_copy(update={"handle_tool_error": False})
+        self._sync = has_sync(self._exec)
 
     def _resolver(self) -> PolicyResolver:
         # `policy` is the tool's default; with `patterns`, its own policy over them.
@@ -137,7 +137,6 @@ class ResilientTool(BaseTool):
     def coroutine(self) -> Callable[..., Any] | None:
         return getattr(self.inner, "coroutine", None)
 
-    # -- invocation ----------------------------------------------------------------
     def _new_call(self, input: Any, config: RunnableConfig | None) -> tuple[Call, bool, Pipeline]:
         is_tool_call = isinstance(input, dict) and input.get("type") == "tool_call"
         if is_tool_call:
@@ -174,7 +173,7 @@ class ResilientTool(BaseTool):
             return merged
 
         tool = private["_exec"]
-        if has_sync(tool):
+        if private["_sync"]:
             run: Callable[[Call], Any] = lambda c: tool.invoke(tool_input(c), keyed_config(c, config))  # noqa: E731
         else:  # async-only (MCP): run its coroutine on a private loop, cancelled on time
             run = lambda c: run_sync(  # noqa: E731
@@ -192,9 +191,8 @@ class ResilientTool(BaseTool):
         return call, is_tool_call, private["_pipeline"]
 
     def _answer_of(self, exc: ToolException, call: Call) -> ToolMessage:
-        """What the inner tool's own ``handle_tool_error`` answers to `exc` (as a
-        ToolMessage with ``status="error"``, whichever way the wrapper was invoked: it
-        becomes a `HandledByTool`)."""
+        """What the inner tool's own ``handle_tool_error`` answers to `exc`: a ToolMessage
+        with ``status="error"``, however the wrapper was invoked (a `HandledByTool`)."""
         flag: Any = self.inner.handle_tool_error
         content: Any = handle_tool_error(exc, flag=flag)
         return ToolMessage(content=content, name=self.name, tool_call_id=call.id, status="error")
@@ -234,7 +232,7 @@ class ResilientTool(BaseTool):
             return json.dumps(envelope(failure, call))
         value = outcome.value
         record = call.record
-        repaired = call.extras.get(REPAIR_NOTICE)
+        repaired = call.repair_notice
         if repaired is not None:  # for a model, and no ToolMessage carries it: logged
             log.info("%s: %s", self.name, repaired)
             record.notices = [n for n in record.notices if n != repaired]

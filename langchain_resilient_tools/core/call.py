@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.tools import BaseTool
 
@@ -94,8 +94,6 @@ class Call:
     """In async mode, run the sync `run` on the worker pool instead of `arun`."""
     passthrough_unknown: bool = False
     """Let a call to an unknown tool reach `run` (a user wrapper may answer it)."""
-    extras: dict[str, Any] = field(default_factory=dict)
-    """Scratch space for stages (keyed by stage name)."""
     schemaless: bool = False
     """The input is not an argument dict (a plain string to a one-input tool): repair
     and validation leave it alone."""
@@ -128,6 +126,32 @@ class Call:
     by `pipeline.hedge`). A hedge never waits for a slot or a token (`pipeline.limit`)."""
     span: Any = None
     """The call's OpenTelemetry span while it runs, when tracing is on (`observe.otel`)."""
+
+    # -- what the stages tell one another (and the adapter) about this call ------------
+    # Declared here, once: no stage imports another. Each says who writes and who reads.
+    repair_notice: str | None = None
+    """Written by repair: the notice it showed the model. Read by `ResilientTool`, which
+    has no ToolMessage to carry it to a plain caller (it logs it)."""
+    dropped: tuple[str, ...] = ()
+    """Written by repair (and `create_agent`'s ``after_model`` repair): the unknown
+    arguments it dropped. Read by the envelope of a call that still fails validation."""
+    journaled: bool = False
+    """Written by the journal on a write it let run (a first run, or a resumed one it
+    settled). Read by dedup's shared ledger: a dead owner's pending entry of this very
+    call then runs."""
+    orphaned_s: float | None = None
+    """Written by the journal on a write it found orphaned (its worker died before the
+    receipt): the intent's age in seconds. Read, once, by verify, which looks the write
+    up before anything runs."""
+    ledger: dict[str, Any] | None = None
+    """Written by dedup: the ledger entries the graph state should keep (by key). Read
+    by the graph adapters, which write them at the end of the step (`adapters.rollback`)."""
+    idempotency_key: str | None = None
+    """The call's idempotency key once built (`core.idempotency.key_for`): every attempt
+    sends the same one."""
+    result_key: str | Literal[False] | None = False
+    """The call's result key once built (`core.key.result_key`; `None`: it shares
+    nothing), read by the result cache and the stale fallback; `False` until built."""
 
     @property
     def idempotent(self) -> bool:

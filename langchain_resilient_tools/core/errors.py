@@ -28,8 +28,11 @@ and it never reaches the model. So is an exception marked `for_author` (a wiring
 the graph, such as a tool returning an invalid `Command`): it passes through the
 pipeline as control flow does, and the graph raises it as `ToolNode` would.
 
-`HandledByTool` is the error a tool answered *itself* (its own ``handle_tool_error`` or
-``handle_validation_error``): the tool's own message is the answer the model sees.
+`ReportedError` is an error a tool reported in its answer, and `HandledByTool` the error
+a tool answered *itself* (its own ``handle_tool_error`` or ``handle_validation_error``):
+the tool's own message is the answer the model sees. `BackendError` is a shared state
+store's failure, which `ToolPolicy.on_backend_error` decides about. Every exception the
+package defines is here.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import ToolException
 
 
 class ToolErrorType(enum.StrEnum):
@@ -204,3 +210,40 @@ class SessionUnavailable(ResilienceSignal):
     def __init__(self, reason: str) -> None:
         super().__init__(f"session loop {reason}")
         self.reason = reason
+
+
+class ReportedError(ToolException):
+    """An error the tool reported in its answer (an MCP ``isError`` result, or a text
+    that reads as an error report): written by the tool for the model, so its text is
+    shown without secrets and the server's internals only (`redacted`)."""
+
+
+class HandledByTool(ReportedError):
+    """An error the tool answered itself, with its own ``handle_tool_error`` or
+    ``handle_validation_error``: `answer` is the tool's ``ToolMessage(status="error")``.
+
+    It fails the call like any `ToolException` (stats, breaker, ``tool_errors``; never
+    retried), but the model is shown the tool's own answer, as `ToolNode` shows it: the
+    tool's author chose that text (MCP tools report ``isError`` results this way), so it
+    loses secrets and the server's internals only (`redacted`)."""
+
+    def __init__(self, text: str, answer: ToolMessage) -> None:
+        super().__init__(text)
+        self.answer = answer
+
+
+class BackendError(Exception):
+    """The state store failed (unreachable, timed out, refused): `__cause__` says how."""
+
+    def __init__(self, message: str, *, lock_wait: bool = False) -> None:
+        super().__init__(message)
+        self.lock_wait = lock_wait
+        """Whether another writer held a lock the operation needed (SQLite's "database is
+        locked", a PostgreSQL lock or serialization conflict): over in a moment, so the
+        operation is worth trying again (`state.backend.is_lock_wait`)."""
+
+
+class IgnoredOptionWarning(UserWarning):
+    """An option set for a tool cannot take effect there (a retry or a hedge on a tool
+    treated as a write). Filter it with ``warnings.filterwarnings("ignore",
+    category=IgnoredOptionWarning)``, or follow the fix it names."""

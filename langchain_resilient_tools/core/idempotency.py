@@ -54,9 +54,6 @@ CONFIG_KEY = "idempotency_key"
 """Key of the idempotency key in the ``configurable`` of the config the tool is invoked
 with (set when the policy declares keys)."""
 
-_EXTRAS_KEY = "idempotency_key"
-"""Where a call's key is kept once built (``Call.extras``), so every attempt reuses it."""
-
 
 def derive_key(thread_id: str | None, tool_name: str, tool_call_id: str) -> str:
     """The default key: a 32-hex-digit digest of (thread id, tool name, tool call id)."""
@@ -76,7 +73,7 @@ def key_for(call: Call) -> str:
     `derive_key`. A call without an id (never the case for model tool calls) gets a
     random key, so that two such calls are never mistaken for one.
     """
-    key = call.extras.get(_EXTRAS_KEY)
+    key = call.idempotency_key  # built once: every attempt reuses it
     if key is None:
         builder = call.resolved.policy.idempotency_key
         if callable(builder):
@@ -90,19 +87,18 @@ def key_for(call: Call) -> str:
             key = derive_key(call.thread_id, call.name, call.id)
         else:
             key = uuid.uuid4().hex
-        call.extras[_EXTRAS_KEY] = key
+        call.idempotency_key = key
     return str(key)
 
 
 def use_key(call: Call, key: str) -> None:
     """Give `call` a key chosen by the developer (a direct `ResilientTool` invocation)."""
-    call.extras[_EXTRAS_KEY] = key
+    call.idempotency_key = key
 
 
 def known_key(call: Call) -> str | None:
     """The key of `call` if one was built (for scrubbing it from error text)."""
-    key = call.extras.get(_EXTRAS_KEY)
-    return key if isinstance(key, str) else None
+    return call.idempotency_key
 
 
 def with_key(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -165,7 +161,7 @@ def keyed_request(request: ToolCallRequest, call: Call, tool_call: Any) -> ToolC
     `tool_call`, and with its tool keyed (`_KeyedTool`) when it takes the key or its
     policy declares one."""
     tool = request.tool
-    if tool is None or not (takes_key(tool) or declared(call)):
+    if tool is None or not (declared(call) or takes_key(tool)):
         if tool_call is request.tool_call:
             return request  # nothing changed: no copy on the hot path
         return request.override(tool_call=tool_call)

@@ -32,6 +32,7 @@ import warnings
 from collections.abc import MutableSet
 from typing import Any, Literal
 
+from .errors import IgnoredOptionWarning
 from .policy import (
     _CAMEL,
     READ_PREFIXES,
@@ -41,13 +42,6 @@ from .policy import (
     ToolPolicy,
     infer_idempotent,
 )
-
-
-class IgnoredOptionWarning(UserWarning):
-    """An option set for a tool cannot take effect there (a retry or a hedge on a tool
-    treated as a write). Filter it with ``warnings.filterwarnings("ignore",
-    category=IgnoredOptionWarning)``, or follow the fix it names."""
-
 
 RETRY_IGNORED = (
     "{tool!r} is treated as a write ({why}), and a write is never sent twice: its retry "

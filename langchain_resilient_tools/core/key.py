@@ -77,10 +77,6 @@ def call_key(call: Call) -> str:
         return _digest([call.name, "call", call.id])
 
 
-_RESULT_KEY = "result_key"
-"""Where a call's result key is kept once built (``Call.extras``)."""
-
-
 def result_key(call: Call) -> str | None:
     """The key under which `call`'s result is kept and looked up by the result cache and
     the stale fallback, or `None` when it must share nothing (its key function failed).
@@ -92,12 +88,12 @@ def result_key(call: Call) -> str | None:
     A call with no thread under the ``"thread"`` scope has no key: outside a thread
     nothing tells one caller from another.
     """
-    if _RESULT_KEY in call.extras:
-        found: str | None = call.extras[_RESULT_KEY]
+    found = call.result_key  # built once (`Call.result_key`)
+    if found is not False:
         return found
     policy = call.resolved.policy
     if policy.cache.scope == "thread" and not call.thread_id:
-        call.extras[_RESULT_KEY] = None
+        call.result_key = None
         return None
     scope: list[Any] = [policy.cache.scope]
     if policy.cache.scope == "thread":
@@ -113,5 +109,5 @@ def result_key(call: Call) -> str | None:
     except Exception:  # a failing key function: this call shares nothing
         log.warning("cache_key of %s raised: the call is neither cached nor served", call.name)
         key = None
-    call.extras[_RESULT_KEY] = key
+    call.result_key = key
     return key

@@ -49,13 +49,20 @@ class Observer:
         return None
 
     def observe(
-        self, record: CallRecord, *, known_tool: bool = True, span: Any = None
+        self,
+        record: CallRecord,
+        *,
+        known_tool: bool = True,
+        span: Any = None,
+        breaker: bool = True,
     ) -> CallEvent:
         """Count the finished call of `record` and export it (`span`: the call's live
         OpenTelemetry span, ended here; without one a span is made for the record).
 
         A call to a tool that does not exist (`known_tool` false) is counted under
         `UNKNOWN_TOOL_LABEL`: the names a model invents never become rows or labels.
+        `breaker`: whether the tool may have a breaker (false: its policy has none, so
+        no state is looked up).
         """
         event = CallEvent(
             tool=record.tool if known_tool else UNKNOWN_TOOL_LABEL,
@@ -66,7 +73,7 @@ class Observer:
             duration_ms=record.duration_ms,
             repairs=tuple(record.repairs),
             served_by=record.served_by,
-            breaker=self.breaker_state(record.tool),
+            breaker=self.breaker_state(record.tool) if breaker else None,
             at=record.started_at,
             hedges=record.hedges,
             hedge_won=record.hedge_won,

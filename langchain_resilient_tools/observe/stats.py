@@ -17,7 +17,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 UNKNOWN_TOOL_LABEL = "<unknown>"
 """The one `tool` label (stats row, metric attribute, span name) of every call to a tool
@@ -28,9 +28,9 @@ DEFAULT_LATENCY_WINDOW = 1000
 """How many recent latencies per tool the percentiles are computed from."""
 
 
-@dataclass(frozen=True, slots=True)
-class CallEvent:
-    """What one finished call left behind (handed to observers; never mutated)."""
+class CallEvent(NamedTuple):
+    """What one finished call left behind (handed to observers; immutable: a named
+    tuple, built in one step on every call's hot path)."""
 
     tool: str
     call_id: str
@@ -108,8 +108,16 @@ class _ToolCounters:
     latencies: deque[float] = field(default_factory=deque)
 
 
+_FOLD_EVERY = 256
+"""Events of tools without a breaker are counted in batches of at most this many."""
+
+
 class Stats:
-    """Statistics of one pipeline (one adapter instance), fed one `CallEvent` per call."""
+    """Statistics of one pipeline (one adapter instance), fed one `CallEvent` per call.
+
+    An event that cannot open a breaker (the hot path: most tools have none) is only
+    queued; queued events are counted in batches, and before anything is read, so what
+    a snapshot shows is the same as if each had been counted at once."""
 
     def __init__(
         self,
@@ -121,45 +129,70 @@ class Stats:
         self._latency_window = latency_window
         self._tools: dict[str, _ToolCounters] = {}
         self._events: deque[CallEvent] = deque(maxlen=max_events)
+        self._queued: deque[CallEvent] = deque()  # appended without the lock (atomic)
 
     def add(self, event: CallEvent) -> bool:
         """Count `event`; returns whether the tool's breaker was seen opening with it."""
+        if event.breaker is None:  # cannot open a breaker: counted with the next batch
+            queued = self._queued
+            queued.append(event)
+            if len(queued) >= _FOLD_EVERY:
+                with self._lock:
+                    self._fold()
+            return False
         with self._lock:
-            counters = self._tools.get(event.tool)
-            if counters is None:
-                counters = self._tools[event.tool] = _ToolCounters(
-                    latencies=deque(maxlen=self._latency_window)
-                )
-            counters.calls += 1
-            counters.outcomes[event.outcome] += 1
-            if event.error:
-                counters.errors[event.error] += 1
-            counters.served_by[event.served_by] += 1
-            counters.attempts += event.attempts
-            counters.retries += max(0, event.attempts - 1 - event.hedges)
-            counters.hedges += event.hedges
+            self._fold()
+            return self._count(event)
+
+    def _fold(self) -> None:
+        """Count the queued events, in their order (call with the lock held)."""
+        queued = self._queued
+        while queued:
+            self._count(queued.popleft())
+
+    def _count(self, event: CallEvent) -> bool:
+        attempts, hedges, breaker = event.attempts, event.hedges, event.breaker
+        counters = self._tools.get(event.tool)
+        if counters is None:
+            counters = self._tools[event.tool] = _ToolCounters(
+                latencies=deque(maxlen=self._latency_window)
+            )
+        counters.calls += 1
+        counters.outcomes[event.outcome] += 1
+        if event.error:
+            counters.errors[event.error] += 1
+        counters.served_by[event.served_by] += 1
+        counters.attempts += attempts
+        if attempts - hedges > 1:
+            counters.retries += attempts - 1 - hedges
+        if hedges:
+            counters.hedges += hedges
             counters.hedge_wins += event.hedge_won
+        if event.repairs:
             counters.repairs += len(event.repairs)
-            opened = event.breaker == "open" and counters.breaker != "open"
+        opened = False
+        if breaker is not None:
+            opened = breaker == "open" and counters.breaker != "open"
             counters.breaker_opens += opened
-            if event.breaker is not None:
-                counters.breaker = event.breaker
-            if event.classified_by is not None:
-                counters.classified_as = event.classified_as
-                counters.classified_by = event.classified_by
-            counters.latencies.append(event.duration_ms)
-            self._events.append(event)
+            counters.breaker = breaker
+        if event.classified_by is not None:
+            counters.classified_as = event.classified_as
+            counters.classified_by = event.classified_by
+        counters.latencies.append(event.duration_ms)
+        self._events.append(event)
         return opened
 
     def reset(self) -> None:
         """Forget everything counted so far."""
         with self._lock:
+            self._queued.clear()
             self._tools.clear()
             self._events.clear()
 
     def snapshot(self) -> StatsSnapshot:
         """A consistent, immutable copy of the statistics at this moment."""
         with self._lock:
+            self._fold()
             rows = [_row(name, c) for name, c in sorted(self._tools.items())]
             events = tuple(self._events)
         return StatsSnapshot(rows, events)

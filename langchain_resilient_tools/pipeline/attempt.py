@@ -20,7 +20,7 @@ from ..core.call import Call
 from ..observe import otel as _otel
 from ..runtime import deadline as _deadline
 from ..runtime.adaptive import LatencyHistory
-from ..runtime.executor import await_with_timeout
+from ..runtime.executor import await_with_timeout, timed
 from ..runtime.isolate import arun_isolated, run_isolated
 from ..state.pertool import PerTool
 from .stage import AsyncNext, Env, Next, Stage
@@ -61,10 +61,19 @@ class AttemptStage(Stage):
         return self._run(call, call_next)
 
     def _run(self, call: Call, call_next: Next) -> Any:
+        resolved = call.resolved
+        if resolved.adaptive is None and not resolved.isolate:
+            # The common case: no latency to keep, the tool on a worker thread.
+            timeout = _deadline.cap(call, resolved.timeout)
+            call.record.attempts += 1
+            if timeout is None:
+                return call_next(call)
+            run = self.env.runner.run
+            return run(call.name, partial(call_next, call), timeout, resolved.max_abandoned_threads)
         history = self.history_for(call)
         timeout = attempt_timeout(call, history)
         call.record.attempts += 1
-        clock = call.resolved.clock
+        clock = resolved.clock
         start = clock()
         if _isolated(call):
             assert call.tool is not None
@@ -73,7 +82,7 @@ class AttemptStage(Stage):
             value = call_next(call)
         else:
             value = self.env.runner.run(
-                call.name, lambda: call_next(call), timeout, call.resolved.max_abandoned_threads
+                call.name, partial(call_next, call), timeout, resolved.max_abandoned_threads
             )
         if history is not None:
             history.add(clock() - start)
@@ -85,12 +94,16 @@ class AttemptStage(Stage):
         return self._arun(call, call_next)
 
     def _arun(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
+        resolved = call.resolved
+        if resolved.adaptive is None and not resolved.isolate and not call.offload:
+            # The common case: nothing to do after the tool, so no coroutine of our own;
+            # the caller's task drives the tool, one loop timer bounds it (`timed`).
+            timeout = _deadline.cap(call, resolved.timeout)
+            call.record.attempts += 1
+            return call_next(call) if timeout is None else timed(call_next(call), timeout)
         history = self.history_for(call)
         timeout = attempt_timeout(call, history)
         call.record.attempts += 1
-        if history is None and not call.offload and not _isolated(call):
-            # The common case: nothing to do after the tool, so no coroutine of our own.
-            return await_with_timeout(partial(call_next, call), timeout)
         return self._attempt(call, call_next, history, timeout)
 
     async def _attempt(

@@ -22,39 +22,10 @@ from langgraph.types import Command
 from ..core.call import Call
 from ..core.key import result_key
 from ..core.policy import ResolvedPolicy
-from ..state.pertool import PerTool
-from ..state.results import MemoryStore, ResultStore, SharedResultStore
+from ..state.results import ResultStore, SharedResultStore
 from ..text import messages as m
-from .shared import backend_for, off_loop
-from .stage import AsyncNext, Env, Next, Stage
-
-STORES = "results"
-"""`Env.resources` key of the per-tool stores (shared with the fallback stage)."""
-
-
-def stores(env: Env) -> PerTool[ResultStore]:
-    """The pipeline's per-tool result stores."""
-    found: PerTool[ResultStore] = env.resources.setdefault(STORES, PerTool())
-    return found
-
-
-def store_for(env: Env, call: Call) -> ResultStore | None:
-    """The tool's store, or `None` when neither the cache nor the stale fallback is on."""
-    policy = call.resolved.policy
-    if not call.idempotent:
-        return None
-    retention = max(policy.cache.ttl_s or 0.0, policy.cache.stale_s or 0.0)
-    if retention <= 0:
-        return None
-    backend = backend_for(env, call)
-    if backend is not None:
-        return SharedResultStore(backend, call.name, retention, policy.cache.scope)
-    return stores(env).get(
-        call.name,
-        lambda: MemoryStore(
-            retention=retention, maxsize=policy.cache.max_entries, clock=policy.clock
-        ),
-    )
+from .shared import off_loop, reissue, store_for
+from .stage import AsyncNext, Next, Stage
 
 
 def storable(value: Any) -> bool:
@@ -62,13 +33,6 @@ def storable(value: Any) -> bool:
     if isinstance(value, Command):
         return False
     return not (isinstance(value, ToolMessage) and value.status == "error")
-
-
-def reissue(value: Any, call: Call) -> Any:
-    """A stored value as the answer to `call` (a stored message gets this call's id)."""
-    if isinstance(value, ToolMessage):
-        return value.model_copy(update={"tool_call_id": call.id, "id": None})
-    return value
 
 
 class CacheStage(Stage):

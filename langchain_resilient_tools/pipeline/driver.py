@@ -181,6 +181,19 @@ def _before_links(
     return link, alink
 
 
+@dataclass(slots=True)
+class _Plan:
+    """What the pipeline keeps per resolved policy (one per tool name): the stages that
+    apply, composed once, and the facts the drivers read on every call."""
+
+    chain: Next
+    achain: AsyncNext
+    breaker: bool
+    """The tool has a breaker, whose state goes into the call's event."""
+    budget: float | None
+    """The call's own deadline, in seconds from its start (`ToolPolicy.call_deadline_s`)."""
+
+
 class Pipeline:
     """The stages of `STAGES`, bound to one adapter's policies and resources."""
 
@@ -203,7 +216,7 @@ class Pipeline:
         self._on_outcome = on_outcome
         self.observer = Observer(self.stages)
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
-        self._chains: dict[ResolvedPolicy, tuple[Next, AsyncNext]] = {}
+        self._plans: dict[ResolvedPolicy, _Plan] = {}
         self._said: set[str] = set()
         """The tools whose ignored options were said (`core.ignored`)."""
 
@@ -216,17 +229,17 @@ class Pipeline:
             resolved = self.resolver.resolve(name, tool)
             warn_ignored(self._said, self.resolver, name, resolved, stacklevel=3)
 
-    def _chains_for(self, call: Call) -> tuple[Next, AsyncNext]:
-        """The stages that apply to the call's policy, composed once per resolved policy
+    def _plan(self, resolved: ResolvedPolicy, name: str) -> _Plan:
+        """The stages that apply to a resolved policy, composed once per resolved policy
         (one per tool name, and one for a write a person chose to run again)."""
-        chains = self._chains.get(call.resolved)
-        if chains is None:
-            warn_ignored(self._said, self.resolver, call.name, call.resolved)  # first call
+        plan = self._plans.get(resolved)
+        if plan is None:
+            warn_ignored(self._said, self.resolver, name, resolved)  # its first call
             chain: Next = _terminal
             achain: AsyncNext = _aterminal
             befores: list[Callable[[Call], None]] = []
             for stage in reversed(self.stages):
-                if not stage.applies(call.resolved):
+                if not stage.applies(resolved):
                     continue
                 if isinstance(stage, BeforeStage) and _only_before(stage):
                     befores.insert(0, stage.before)  # a run of them is one link
@@ -238,8 +251,10 @@ class Pipeline:
                 achain = partial(stage.awrap, call_next=achain)
             if befores:
                 chain, achain = _before_links(tuple(befores), chain, achain)
-            chains = self._chains[call.resolved] = (chain, achain)
-        return chains
+            policy = resolved.policy
+            breaker = policy.breaker is not None
+            plan = self._plans[resolved] = _Plan(chain, achain, breaker, resolved.deadline_s)
+        return plan
 
     def new_call(
         self,
@@ -273,15 +288,17 @@ class Pipeline:
         )
         if rerun:
             call.record.notices.append(m.HUMAN_RERUN_NOTICE)
-        _deadline.start(call)  # the call's own budget starts now
+        plan = self._plans.get(resolved) or self._plan(resolved, name)
+        _deadline.start(call, plan.budget)  # the call's own budget starts now
         return call
 
     def run(self, call: Call) -> Outcome:
         """Drive `call` through the stages (sync). Never raises but for control flow."""
         start = time.perf_counter()
+        plan = self._plans.get(call.resolved) or self._plan(call.resolved, call.name)
         traced = _otel.enter(call)  # the call's span, current while it runs (tracing on)
         try:
-            outcome = Outcome(call, value=self._chains_for(call)[0](call))
+            outcome = Outcome(call, plan.chain(call))
         except Exception as exc:
             if _passes_through(exc):
                 _otel.interrupted(call, exc)
@@ -293,9 +310,9 @@ class Pipeline:
         finally:
             if traced is not None:
                 _otel.leave(traced)
-        outcome = self._finish(outcome, start)
-        if outcome.event is not None:
-            self.observer.dispatch(outcome.event)
+        event = self._finish(outcome, start, plan)
+        if event is not None:
+            self.observer.dispatch(event)
         return outcome
 
     async def arun(self, call: Call, *, sync_callbacks: bool = False) -> Outcome:
@@ -305,9 +322,10 @@ class Pipeline:
         private loop), so its callback event goes to the run's sync handlers.
         """
         start = time.perf_counter()
-        traced = _otel.enter(call)
+        plan = self._plans.get(call.resolved) or self._plan(call.resolved, call.name)
+        traced = _otel.enter(call)  # the call's span, current while it runs (tracing on)
         try:
-            outcome = Outcome(call, value=await self._chains_for(call)[1](call))
+            outcome = Outcome(call, await plan.achain(call))
         except Exception as exc:
             if _passes_through(exc):
                 _otel.interrupted(call, exc)
@@ -319,32 +337,36 @@ class Pipeline:
         finally:
             if traced is not None:
                 _otel.leave(traced)
-        outcome = self._finish(outcome, start)
-        if outcome.event is not None:
+        event = self._finish(outcome, start, plan)
+        if event is not None:
             if sync_callbacks:
-                self.observer.dispatch(outcome.event)
+                self.observer.dispatch(event)
             else:
-                await self.observer.adispatch(outcome.event)
+                await self.observer.adispatch(event)
         return outcome
 
     def stats(self) -> StatsSnapshot:
         """Per-tool statistics of the calls this pipeline has finished."""
         return self.observer.stats.snapshot()
 
-    def _finish(self, outcome: Outcome, start: float) -> Outcome:
+    def _finish(self, outcome: Outcome, start: float, plan: _Plan) -> CallEvent | None:
         call = outcome.call
         record = call.record
         record.duration_ms = (time.perf_counter() - start) * 1000
-        if outcome.failure is None:
+        failure = outcome.failure
+        if failure is None:
             record.outcome = "success"
+            known = True
         else:
             record.outcome = "error"
-            record.error = outcome.failure.error
+            record.error = failure.error
             if record.served_by == "tool" and record.attempts == 0:
                 record.served_by = _refused_by(record.error)  # the tool never ran
-        known = call.tool is not None or outcome.failure is None
-        outcome.event = self.observer.observe(record, known_tool=known, span=call.span)
+            known = call.tool is not None
+        event = outcome.event = self.observer.observe(
+            record, known_tool=known, span=call.span, breaker=plan.breaker
+        )
         call.span = None
         if self._on_outcome is not None:
             self._on_outcome(outcome)
-        return outcome
+        return event

@@ -27,9 +27,8 @@ from ..core.errors import ResilienceSignal
 from ..core.key import result_key
 from ..core.policy import ResolvedPolicy
 from ..text import messages as m
-from .cache import reissue, store_for
 from .health import is_service_failure, surely_not_executed
-from .shared import backend_for, off_loop
+from .shared import backend_for, off_loop, reissue, store_for
 from .stage import AsyncNext, Next, Stage
 
 log = logging.getLogger(__name__)

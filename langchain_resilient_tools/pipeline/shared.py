@@ -19,10 +19,13 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from langchain_core.messages import ToolMessage
+
 from ..core.call import Call
-from ..core.errors import StateUnavailable
-from ..state.backend import BackendError, StateBackend
+from ..core.errors import BackendError, StateUnavailable
+from ..state.backend import StateBackend
 from ..state.choose import as_backend
+from ..state.results import MemoryStore, ResultStore, SharedResultStore
 
 if TYPE_CHECKING:
     from .stage import Env
@@ -30,22 +33,49 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_BACKENDS = "state_backends"
-
 
 def backend_for(env: Env, call: Call) -> StateBackend | None:
-    """The shared backend for `call` under its policy's `state_backend`, or `None`."""
+    """The shared backend for `call` under its policy's `Shared.backend`, or `None`."""
     mode = call.resolved.policy.shared.backend
     if mode == "local":
         return None
     backend: StateBackend | None = env.backend
     if backend is None and mode == "store" and call.store is not None:
-        made: dict[int, tuple[Any, StateBackend | None]] = env.resources.setdefault(_BACKENDS, {})
+        made = env.backends
         hit = made.get(id(call.store))
         if hit is None:  # the store is kept in the entry, so its id stays unique
             hit = made[id(call.store)] = (call.store, as_backend(call.store))
         backend = hit[1]
     return backend
+
+
+def store_for(env: Env, call: Call) -> ResultStore | None:
+    """The store in which the cache stage keeps `call`'s tool's good results and the
+    fallback stage finds stale ones: shared (`state.results.SharedResultStore`) or this
+    pipeline's own (`Env.results`); `None` when neither the cache nor the stale
+    fallback is on."""
+    policy = call.resolved.policy
+    if not call.idempotent:
+        return None
+    retention = max(policy.cache.ttl_s or 0.0, policy.cache.stale_s or 0.0)
+    if retention <= 0:
+        return None
+    backend = backend_for(env, call)
+    if backend is not None:
+        return SharedResultStore(backend, call.name, retention, policy.cache.scope)
+    return env.results.get(
+        call.name,
+        lambda: MemoryStore(
+            retention=retention, maxsize=policy.cache.max_entries, clock=policy.clock
+        ),
+    )
+
+
+def reissue(value: Any, call: Call) -> Any:
+    """A stored value as the answer to `call` (a stored message gets this call's id)."""
+    if isinstance(value, ToolMessage):
+        return value.model_copy(update={"tool_call_id": call.id, "id": None})
+    return value
 
 
 async def off_loop(shared: bool, fn: Callable[..., T], *args: Any) -> T:

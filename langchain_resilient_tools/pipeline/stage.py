@@ -10,28 +10,59 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from ..core.call import Call
 from ..core.policy import ResolvedPolicy
 from ..runtime.executor import TimedRunner
+from ..state.pertool import PerTool
+from ..state.results import ResultStore
 
 Next = Callable[[Call], Any]
 AsyncNext = Callable[[Call], Awaitable[Any]]
 
 
+class Budget(Protocol):
+    """A budget of extra attempts (`Env.retry_budget`): one is taken, or refused."""
+
+    def try_spend(self) -> bool: ...
+
+
+def _closed(tool: str) -> bool:
+    return True
+
+
+def _no_budget(call: Call) -> Budget | None:
+    return None
+
+
 @dataclass(slots=True)
 class Env:
-    """What stages share within one pipeline (one adapter instance)."""
+    """What stages share within one pipeline (one adapter instance).
+
+    Stages never import one another: what one publishes for the others is a typed field
+    here (per pipeline) or of `core.call.Call` (per call), each saying who writes it
+    and who reads it. A field a stage publishes has a default for a pipeline without
+    that stage."""
 
     runner: TimedRunner
     """Runs sync attempts with a deadline on persistent worker threads."""
     sync_terminal: Next
     """Executes the tool once, sync (the end of the chain)."""
-    resources: dict[str, Any] = field(default_factory=dict)
     backend: Any = None
     """The adapter's shared `StateBackend` (its ``store=``), or `None`: see `pipeline.shared`."""
-    """Per-pipeline state owned by stages, keyed by stage name."""
+    backends: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    """`pipeline.shared.backend_for`'s: the shared backend of each graph store met, by
+    the store's id (kept with it, so the id stays unique)."""
+    results: PerTool[ResultStore] = field(default_factory=PerTool)
+    """Written by the cache stage, read by the fallback stage (stale results): the
+    tools' in-process result stores (`pipeline.shared.store_for`)."""
+    circuit_closed: Callable[[str], bool] = _closed
+    """Published by the breaker stage: whether a tool's circuit, in this process, is
+    closed (or it has no breaker). Asked by hedge: a hedge goes to a closed circuit only."""
+    retry_budget: Callable[[Call], Budget | None] = _no_budget
+    """Published by the retry stage: the retry budget of the call's tool (`None`: the
+    tool is not retried, or has no budget). Asked by hedge: a hedge spends from it too."""
 
 
 class Stage:

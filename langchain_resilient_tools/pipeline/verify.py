@@ -15,7 +15,7 @@ was sent may or may not have taken effect: `text.classify` calls that
   without `verify`.
 
 The same lookup settles a write the journal found orphaned (`pipeline.journal`: its
-worker died before its receipt): the journal marks the call (`ORPHAN`), and this stage
+worker died before its receipt): the journal marks the call (`Call.orphaned_s`), and this stage
 looks it up *before* anything runs, with the same three answers.
 
 `lookup_outcome` is the pure decision on what `fn` said; the drivers do the I/O.
@@ -40,11 +40,6 @@ from ..text.classify import classify
 from .stage import AsyncNext, Next, Stage
 
 log = logging.getLogger(__name__)
-
-ORPHAN = "journal_orphan"
-"""``Call.extras`` key the journal sets (to the intent's age in seconds) on a write it
-found orphaned: it is looked up before anything runs."""
-
 
 class Lookup(enum.Enum):
     """What the lookup said, when it did not find the write's result."""
@@ -86,7 +81,7 @@ def _verified(call: Call, exc: Exception, value: Any) -> Any:
 
 def orphan(call: Call) -> OrphanedWrite | None:
     """The journal's finding that `call`'s write is orphaned, if it made one."""
-    ago = call.extras.pop(ORPHAN, None)
+    ago, call.orphaned_s = call.orphaned_s, None  # told once (`Call.orphaned_s`)
     return None if ago is None else OrphanedWrite(seconds_ago=float(ago))
 
 

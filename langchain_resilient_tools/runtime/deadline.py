@@ -28,11 +28,10 @@ def deadline_of(config: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def start(call: Call) -> None:
-    """Fix `call.deadline` when the call starts: the earlier of the run's and its own."""
-    resolved = call.resolved
-    now = call.started = resolved.clock()
-    budget = resolved.deadline_s
+def start(call: Call, budget: float | None) -> None:
+    """Fix `call.deadline` when the call starts: the earlier of the run's and its own
+    (`budget` seconds from now, its policy's `Timeouts.deadline`; `None`: none)."""
+    now = call.started = call.resolved.clock()
     if budget is None:
         return
     own = now + budget

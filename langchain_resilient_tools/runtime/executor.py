@@ -17,15 +17,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import queue
-import sys
 import threading
+import types
 from collections.abc import Awaitable, Callable
 from concurrent.futures import TimeoutError as FuturesTimeout
 from functools import partial
 from typing import Any, TypeVar
 
 from ..core.errors import AttemptTimeout, ThreadsExhausted
-from . import exit as _exit
+from .alarms import alarms_for
+from .drive import drive
 from .inbox import Inbox, inbox_for
 from .job import Job
 
@@ -116,7 +117,7 @@ class TimedRunner:
             return self._abandoned.get(self._scope + key, 0)
 
     def _admit(self, key: str, max_abandoned: int) -> None:
-        n = self.abandoned(key)
+        n = self._abandoned.get(self._scope + key, 0)  # one read: no lock needed
         if n >= max_abandoned:
             raise ThreadsExhausted(n)
 
@@ -136,8 +137,7 @@ class TimedRunner:
         fut.add_done_callback(release)
 
     def _submit(self, fn: Callable[[], T]) -> Job[T]:
-        ctx = contextvars.copy_context()
-        return self.pool.submit(lambda: ctx.run(fn))
+        return self.pool.submit(partial(contextvars.copy_context().run, fn))
 
     def run(self, key: str, fn: Callable[[], T], timeout: float, max_abandoned: int) -> T:
         """Run `fn` on a worker; raise `AttemptTimeout` at the deadline."""
@@ -168,9 +168,10 @@ class TimedRunner:
         answer: asyncio.Future[T] = loop.create_future()
         fut = self._submit(fn)
         fut.add_done_callback(partial(_to_loop, inbox_for(loop), answer))
-        timer = None
+        alarms = alarm = None
         if timeout is not None:
-            timer = loop.call_at(loop.time() + timeout, _expire_sync, answer, timeout)
+            alarms = alarms_for(loop)
+            alarm = alarms.at(loop.time() + timeout, partial(_expire_sync, answer, timeout))
         try:
             return await answer
         except AttemptTimeout:
@@ -188,8 +189,8 @@ class TimedRunner:
                 self._abandon(key, fut)
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
+            if alarms is not None and alarm is not None:
+                alarms.cancel(alarm)
 
 
 def _to_loop(inbox: Inbox, answer: asyncio.Future[Any], fut: Job[Any]) -> None:
@@ -216,73 +217,26 @@ def _expire_sync(answer: asyncio.Future[Any], timeout: float) -> None:
 async def await_with_timeout(make: Callable[[], Awaitable[T]], timeout: float | None) -> T:
     """Await `make()` with a deadline that holds even if the coroutine ignores cancellation.
 
-    The coroutine runs as its own task, which hands its result straight to the future
-    the caller waits on: that costs two turns of the event loop, where ``asyncio.wait``
-    takes four (a loop turn is most of the price of a fast async tool), and none on
-    Python 3.12+ when the tool answers in its first step (the task starts eagerly).
-    At the deadline the future fails with `AttemptTimeout` and the task is cancelled:
-    cancellation reaches the tool, and control returns at once without waiting for the
-    task to acknowledge it.
+    A coroutine is driven from the caller's own task (`runtime.drive`): no task of its
+    own, and no loop turn but the ones the tool itself waits for (a loop turn is most of
+    the price of a fast async tool). At the deadline what it waits for is cancelled, so
+    that cancellation reaches the tool, and control returns at once without waiting for
+    the tool to acknowledge it. Any other awaitable runs as a task of its own.
     """
     if timeout is None:
         return await make()
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[T] = loop.create_future()
-    if sys.version_info >= (3, 12):  # eager: the first step runs now, in this loop turn
-        task = asyncio.Task(_settle(make, answer), loop=loop, eager_start=True)
-    else:
-        task = loop.create_task(_settle(make, answer))
-    if answer.done():  # finished in its first step (eager start): no timer, no loop turn
-        return answer.result()
-    timer = loop.call_at(loop.time() + timeout, _expire, answer, task, timeout)
-    try:
-        return await answer
-    except asyncio.CancelledError:
-        task.cancel()  # the caller is cancelled: so is the tool
-        if answer.done() and not answer.cancelled():
-            answer.exception()  # settled as the caller was cancelled: nobody will read it
-        if not task.done():
-            _keep(task)
-        raise
-    except AttemptTimeout:
-        if not task.done():
-            _keep(task)  # let it finish in the background (the loop keeps weak refs)
-        raise
-    finally:
-        timer.cancel()
+    return await timed(make(), timeout)
 
 
-async def _settle(make: Callable[[], Awaitable[T]], answer: asyncio.Future[T]) -> None:
-    """Run the tool and put its result (or exception) in `answer`, unless it timed out."""
-    try:
-        value = await make()
-    except BaseException as exc:  # CancelledError too: the caller decides what it means
-        if not answer.done():
-            if isinstance(exc, asyncio.CancelledError):
-                answer.cancel()
-            else:
-                answer.set_exception(exc)
-        if not isinstance(exc, Exception):
-            raise
-        return
-    if not answer.done():
-        answer.set_result(value)
+def timed(awaitable: Awaitable[T], timeout: float) -> Awaitable[T]:
+    """`awaitable` (not awaited yet) with the deadline `await_with_timeout` gives it."""
+    if isinstance(awaitable, types.CoroutineType):
+        return drive(awaitable, timeout)
+    return drive(_await(awaitable), timeout)
 
 
-def _expire(answer: asyncio.Future[Any], task: asyncio.Task[None], timeout: float) -> None:
-    if not answer.done():
-        answer.set_exception(AttemptTimeout(timeout))
-        task.cancel()
-
-
-_running: set[asyncio.Task[None]] = set()
-"""Timed-out tool tasks still running: held here until they finish."""
-
-
-def _keep(task: asyncio.Task[None]) -> None:
-    _running.add(task)
-    task.add_done_callback(_running.discard)
-    _exit.abandon(task)  # not waited for when its loop shuts down (asyncio.run)
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 _default_runner: TimedRunner | None = None

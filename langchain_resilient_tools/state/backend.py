@@ -41,23 +41,14 @@ from cachetools import TTLCache
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import BaseStore
 
+from ..core.errors import BackendError
+
 NAMESPACE = "langchain_resilient_tools"
 """First element of every namespace this package writes into a `BaseStore`."""
 TABLE = "lrt_state"
 """The table `PostgresBackend` keeps its entries in (created on first use)."""
 
 _serde = JsonPlusSerializer()
-
-
-class BackendError(Exception):
-    """The state store failed (unreachable, timed out, refused): `__cause__` says how."""
-
-    def __init__(self, message: str, *, lock_wait: bool = False) -> None:
-        super().__init__(message)
-        self.lock_wait = lock_wait
-        """Whether another writer held a lock the operation needed (SQLite's "database is
-        locked", a PostgreSQL lock or serialization conflict): over in a moment, so the
-        operation is worth trying again (`is_lock_wait`)."""
 
 
 _LOCK_ERRORS = frozenset({"LockNotAvailable", "SerializationFailure", "DeadlockDetected"})
@@ -70,8 +61,6 @@ def is_lock_wait(exc: BaseException) -> bool:
         text = str(exc).lower()
         return "locked" in text or "busy" in text
     return any(cls.__name__ in _LOCK_ERRORS for cls in type(exc).__mro__)
-
-
 @runtime_checkable
 class StateBackend(Protocol):
     """What the breaker, the dedup ledger and the caches need from a shared store."""

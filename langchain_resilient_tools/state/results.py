@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 from cachetools import TTLCache
 
-from .backend import BackendError, StateBackend
+from ..core.errors import BackendError
+from .backend import StateBackend
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,18 +43,21 @@ class SlidingCounts:
 
     def add(self, now: float, first: int = 0, second: int = 0) -> None:
         """Count `first` and `second` events at time `now` (and forget what is too old)."""
-        self.advance(now)
         index = int(now // self._width)
         buckets = self._buckets
         if buckets and buckets[-1][0] >= index:  # this slice (or a clock that went back)
+            # Nothing to forget: the window moved last when this slice was opened.
             bucket = buckets[-1]
         else:
+            self.advance(now)
             bucket = [index, 0, 0]
             buckets.append(bucket)
-        bucket[1] += first
-        bucket[2] += second
-        self.first += first
-        self.second += second
+        if first:
+            bucket[1] += first
+            self.first += first
+        if second:
+            bucket[2] += second
+            self.second += second
 
     def __len__(self) -> int:
         """Slices held (at most `buckets` + 1): the memory does not grow with traffic."""

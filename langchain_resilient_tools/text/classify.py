@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,12 +34,14 @@ from ..core.errors import (
     AttemptTimeout,
     CircuitOpen,
     DuplicateCall,
+    HandledByTool,
     InvalidArguments,
     LowQualityResult,
     MalformedCall,
     OrphanedWrite,
     OutcomeStillUnknown,
     Recorded,
+    ReportedError,
     SessionUnavailable,
     StateUnavailable,
     ThreadsExhausted,
@@ -119,26 +121,6 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError, ConnectionError, OSError)):
         return True
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
-
-
-class ReportedError(ToolException):
-    """An error the tool reported in its answer (an MCP ``isError`` result, or a text
-    that reads as an error report): written by the tool for the model, so its text is
-    shown without secrets and the server's internals only (`redacted`)."""
-
-
-class HandledByTool(ReportedError):
-    """An error the tool answered itself, with its own ``handle_tool_error`` or
-    ``handle_validation_error``: `answer` is the tool's ``ToolMessage(status="error")``.
-
-    It fails the call like any `ToolException` (stats, breaker, ``tool_errors``; never
-    retried), but the model is shown the tool's own answer, as `ToolNode` shows it: the
-    tool's author chose that text (MCP tools report ``isError`` results this way), so it
-    loses secrets and the server's internals only (`redacted`)."""
-
-    def __init__(self, text: str, answer: ToolMessage) -> None:
-        super().__init__(text)
-        self.answer = answer
 
 
 ERROR_TEXT_PREFIXES: tuple[str, ...] = ("Error: ", "Database error: ", "Error executing tool ")
@@ -273,7 +255,7 @@ def _validation_fields(exc: BaseException, call: Call) -> list[dict[str, Any]]:
     return from_pydantic(errors, schema, injected_keys(call.tool) | frozenset(call.injected))
 
 
-def _names(names: list[str]) -> str:
+def _names(names: Sequence[str]) -> str:
     return ", ".join(f"'{n}'" for n in names)
 
 
@@ -357,7 +339,7 @@ def _classify(exc: BaseException, call: Call) -> Failure:
         message, hint = _invalid_args(name, call, exc.fields)
         message = exc.summary or message
         details: dict[str, Any] = {"fields": exc.fields}
-        dropped = call.extras.get("dropped")
+        dropped = call.dropped
         if dropped:  # the model should know these were not used either
             message = f"{message} {m.DROPPED_ARGS.format(names=_names(dropped))}"
             details["dropped"] = list(dropped)

@@ -12,8 +12,9 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from ..core.call import Call
+from ..core.errors import HandledByTool
 from . import messages as m
-from .classify import Failure, HandledByTool, redacted
+from .classify import Failure, redacted
 from .redact import redact
 from .truncate import truncate
 
@@ -169,9 +170,21 @@ def is_message_list(value: Any) -> bool:
     )
 
 
+def as_it_came(value: Any, call: Call) -> bool:
+    """Whether `success_message` answers `call` with `value` itself: the tool's own
+    ToolMessage, from a call the layer did nothing visible to, whose policy asks for
+    no record and no cap (the hot path: checked without building anything)."""
+    if type(value) is not ToolMessage or not untouched(call):
+        return False
+    resolved = call.resolved
+    return not resolved.attach_record and resolved.max_chars is None
+
+
 def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list[Any]:
     """The answer for a successful call: the tool's own message, annotated when the
     layer did something (or `Output.attach_record` asks for it), else unchanged."""
+    if as_it_came(value, call):  # the hot path: a healthy call the layer left alone
+        return cast("ToolMessage", value)
     if isinstance(value, Command) or is_message_list(value):
         return cast("Command[Any] | list[Any]", value)  # validated by ToolNode; answers itself
     resolved = call.resolved

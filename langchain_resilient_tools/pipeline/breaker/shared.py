@@ -16,8 +16,8 @@ import uuid
 from dataclasses import dataclass
 
 from ...core.call import Call
-from ...core.errors import CircuitOpen
-from ...state.backend import BackendError, StateBackend
+from ...core.errors import BackendError, CircuitOpen
+from ...state.backend import StateBackend
 from ..shared import fail
 from .machine import CLOSED, HALF_OPEN, OPEN, PROBE_BUSY_RETRY_S, CircuitBreaker, Ticket
 

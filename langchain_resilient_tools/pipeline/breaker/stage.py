@@ -42,18 +42,6 @@ def _slow(call: Call, seconds: float) -> bool:
     return bool(breaker and breaker.slow_call_s is not None and seconds >= breaker.slow_call_s)
 
 
-BREAKERS = "breakers"
-"""`Env.resources` key of the per-tool breakers (the hedge stage looks at their state)."""
-
-
-def circuit_closed(env: Env, call: Call) -> bool:
-    """Whether `call`'s tool has no breaker, or one whose circuit (in this process) is
-    closed: a hedge is not sent to a tool whose circuit is open or half-open."""
-    breakers: PerTool[CircuitBreaker] | None = env.resources.get(BREAKERS)
-    breaker = None if breakers is None else breakers.peek(call.name)
-    return breaker is None or breaker.state == CLOSED
-
-
 class BreakerStage(Stage):
     name = "breaker"
 
@@ -62,7 +50,14 @@ class BreakerStage(Stage):
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)
-        self.breakers: PerTool[CircuitBreaker] = env.resources.setdefault(BREAKERS, PerTool())
+        self.breakers: PerTool[CircuitBreaker] = PerTool()
+        env.circuit_closed = self.circuit_closed  # published (hedge asks it)
+
+    def circuit_closed(self, tool: str) -> bool:
+        """Whether `tool` has no breaker, or one whose circuit (in this process) is
+        closed: a hedge is not sent to a tool whose circuit is open or half-open."""
+        breaker = self.breakers.peek(tool)
+        return breaker is None or breaker.state == CLOSED
 
     def breaker_for(self, call: Call) -> CircuitBreaker | SharedBreaker | None:
         """The tool's breaker (made on first use), or `None` when it has none."""

@@ -1,7 +1,7 @@
 """The dedup ledger in graph state (``tool_ledger``): entries that point at messages.
 
 Stages cannot write graph state: `persist` leaves an entry on the call
-(``call.extras["ledger"]``) and the adapter writes it at the end of the step (see
+(`Call.ledger`) and the adapter writes it at the end of the step (see
 `adapters.rollback`). The thread's messages already hold the results, so an entry does
 not copy them: an entry whose result is the content of the `ToolMessage` that answered
 its call keeps only that call's id and a few fields (`state_form`, `answered_entries`),
@@ -27,9 +27,6 @@ from .logic import Entry
 
 STATE_CONTENT_CHARS = 8000
 """Cap on a result kept in graph state for reuse (unless `max_result_chars` is lower)."""
-
-EXTRAS_KEY = "ledger"
-"""``call.extras`` key of the ledger entries the adapter writes to graph state."""
 
 
 _MISSING: Any = object()
@@ -67,7 +64,7 @@ def state_form(data: dict[str, Any], answer: Any, cap: int | None) -> dict[str, 
 
 
 def answered_entries(entries: Mapping[str, Any], answer: ToolMessage, call: Call) -> dict[str, Any]:
-    """The ledger entries `call` left (``call.extras["ledger"]``) as graph state keeps
+    """The ledger entries `call` left (`Call.ledger`) as graph state keeps
     them, now that `answer` is its message: the entry of the call's own result points at
     `answer` when that holds the result as it is (and the state has the thread's
     messages to find it in later), else keeps a capped copy (`state_form`)."""
@@ -138,4 +135,6 @@ def persist(call: Call, key: str, entry: Entry) -> None:
         answer = answer_content(_messages(call.state), entry.call_id)
         data = state_form(data, answer, call.resolved.policy.output.max_chars)
     # else the call ran now: `answered_entries` compares the content with its answer
-    call.extras.setdefault(EXTRAS_KEY, {})[key] = data
+    if call.ledger is None:
+        call.ledger = {}
+    call.ledger[key] = data

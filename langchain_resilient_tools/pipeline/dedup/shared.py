@@ -9,7 +9,7 @@ owner is gone (`runtime.owner`: a dead process on this host, or a lease run out)
 "still running". For a read it is as if it failed (the read runs); for a write its
 outcome is unknown: a repeat is blocked as ``unknown_outcome``, and the same call run
 again (a resume) is answered ``unknown_outcome``. A write the journal let run
-(``JOURNALED``: its first run, or a resumed one the journal settled, `pipeline.journal`)
+(`Call.journaled`: its first run, or a resumed one the journal settled, `pipeline.journal`)
 is not held back by a pending entry of its own call id, whoever owns it: the journal,
 which knows the write's owner and lease, decided.
 """
@@ -20,9 +20,10 @@ import logging
 from typing import Any, Protocol
 
 from ...core.call import Call
+from ...core.errors import BackendError
 from ...core.resume import position
 from ...runtime.owner import alive, me
-from ...state.backend import BackendError, StateBackend
+from ...state.backend import StateBackend
 from ..shared import fail
 from .logic import Action, Entry, Status, decide, effective_mode, scope_of
 
@@ -46,11 +47,6 @@ def _ledger_key(call: Call, key: str) -> str:
     return f"{call.name}:{scope_of(call) or ''}:{key}"
 
 
-JOURNALED = "journaled"
-"""``Call.extras`` key the write journal sets on a write it let run (a first run, or a
-resumed one it settled): a dead owner's pending entry of that very call then runs."""
-
-
 def _restore(data: Any, call: Call, now: float) -> Entry | None:
     if not isinstance(data, dict):
         return None
@@ -62,7 +58,7 @@ def _restore(data: Any, call: Call, now: float) -> Entry | None:
             call_id=str(data.get("call_id") or ""),
             pos=data.get("pos") or None,
         )
-        if entry.call_id == call.id and call.extras.get(JOURNALED):
+        if entry.call_id == call.id and call.journaled:
             entry.status = "failed"  # the journal settled this very write: let it run
             return entry
         owner = data.get("owner")

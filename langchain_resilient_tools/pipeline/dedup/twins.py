@@ -36,9 +36,8 @@ from cachetools import LRUCache
 from langchain_core.messages import AIMessage, ToolMessage
 
 from ...core.call import Call
-from ...core.errors import ToolRaised
+from ...core.errors import HandledByTool, ToolRaised
 from ...core.tools import INVALID_KEY
-from ...text.classify import HandledByTool
 from .logic import first_twins
 
 MAX_GROUPS = 1024

@@ -60,8 +60,6 @@ from ...runtime.adaptive import LatencyHistory
 from ...runtime.executor import dispatch_pool
 from ...runtime.job import Job
 from ...state.pertool import PerTool
-from ..breaker.stage import circuit_closed
-from ..retry.stage import retry_budget
 from ..stage import AsyncNext, Env, Next, Stage
 from .budget import HedgeBudget
 from .logic import (
@@ -134,13 +132,13 @@ class HedgeStage(Stage):
             deadline_left=_deadline.remaining(call),
             quiet_until=self._quiet.get(call.name, float("-inf")),
             now=policy.clock(),
-            circuit_closed=circuit_closed(self.env, call),
+            circuit_closed=self.env.circuit_closed(call.name),
             abandoned=self.env.runner.abandoned(call.name) + self.losers(call.name),
             max_abandoned=policy.timeouts.max_abandoned_threads,
         )
         if refused is not None or not self.budget_for(call).try_spend():
             return False
-        retries = retry_budget(self.env, call)
+        retries = self.env.retry_budget(call)  # the retry stage's: hedges spend from it
         return retries is None or retries.try_spend()
 
     def losers(self, tool: str) -> int:

@@ -59,7 +59,7 @@ from tenacity import (
 
 from ...core import testing
 from ...core.call import Call
-from ...core.errors import OrphanedWrite, Recorded, WriteInFlight
+from ...core.errors import BackendError, OrphanedWrite, Recorded, WriteInFlight
 from ...core.idempotency import key_for
 from ...core.policy import ResolvedPolicy
 from ...core.resume import step_of
@@ -67,16 +67,14 @@ from ...runtime import deadline as _deadline
 from ...runtime.executor import dispatch_pool
 from ...runtime.lease import keeper
 from ...runtime.owner import me
-from ...state.backend import BackendError, MemoryBackend, StateBackend
+from ...state.backend import MemoryBackend, StateBackend
 from ...text import messages as m
 from ...text.classify import classify
-from ..dedup.shared import JOURNALED
 from ..shared import fail, off_loop
-from ..stage import AsyncNext, Next, Stage
-from ..verify import ORPHAN
+from ..stage import AsyncNext, Env, Next, Stage
 from . import logic
 from .logic import NS_JOURNAL, Verdict
-from .where import journal_backend
+from .where import Made, journal_backend
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +235,7 @@ class _Entry:
                 return False, None
             if call.resolved.policy.unknown_outcome.verify is None:
                 raise OrphanedWrite(seconds_ago=ago)
-            call.extras[ORPHAN] = ago  # the verify stage looks it up first
+            call.orphaned_s = ago  # the verify stage looks it up first
         if verdict is Verdict.RUNNING:
             raise WriteInFlight()
         return False, None
@@ -249,6 +247,10 @@ _ANSWERED, _WAIT, _RUN = "answered", "wait", "run"
 
 class JournalStage(Stage):
     name = "journal"
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self._made: Made = {}  # the journal backend of each store or saver met
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         return resolved.policy.journal.enabled and resolved.write
@@ -292,7 +294,7 @@ class JournalStage(Stage):
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         step = step_of(call)
-        backend = None if step is None else journal_backend(self.env, call)
+        backend = None if step is None else journal_backend(self.env, call, self._made)
         if backend is None or step is None:
             return call_next(call)
         entry, what, value = self._open(call, backend, step)
@@ -302,7 +304,7 @@ class JournalStage(Stage):
             entry, what, value = self._reopen_after(call, backend, step)
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else call_next(call)
-        call.extras[JOURNALED] = True
+        call.journaled = True
         done = _started_here(entry.key)
         handle = keeper.hold(entry.renew, entry.lease / 3)
         try:
@@ -327,7 +329,7 @@ class JournalStage(Stage):
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
         step = step_of(call)
-        backend = None if step is None else journal_backend(self.env, call)
+        backend = None if step is None else journal_backend(self.env, call, self._made)
         if backend is None or step is None:
             return await call_next(call)
         remote = not isinstance(backend, MemoryBackend)  # a database: off the event loop
@@ -338,7 +340,7 @@ class JournalStage(Stage):
             entry, what, value = await off_loop(remote, self._reopen_after, call, backend, step)
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else await call_next(call)
-        call.extras[JOURNALED] = True
+        call.journaled = True
         done = _started_here(entry.key)
         handle = keeper.hold(entry.renew, entry.lease / 3)
         try:

@@ -24,7 +24,6 @@ from ..stage import Env
 log = logging.getLogger(__name__)
 
 _CHECKPOINTER = "__pregel_checkpointer"
-_MADE = "journal_backends"
 _MEMORIES: dict[int, tuple[Any, StateBackend]] = {}
 """The in-process journal of each checkpointer that has no database we can reach."""
 _warned: set[str] = set()
@@ -38,9 +37,13 @@ NO_DURABLE_JOURNAL = (
 )
 
 
-def _made(env: Env, owner: Any, make: Any) -> StateBackend | None:
+Made = dict[int, tuple[Any, "StateBackend | None"]]
+"""The journal backend of each store or saver object an adapter met, by its id (kept
+with it, so the id stays unique): the journal stage's own."""
+
+
+def _made(made: Made, owner: Any, make: Any) -> StateBackend | None:
     """One backend per store or saver object (kept with it, so its id stays unique)."""
-    made: dict[int, tuple[Any, StateBackend | None]] = env.resources.setdefault(_MADE, {})
     with _lock:
         hit = made.get(id(owner))
         if hit is None:
@@ -52,18 +55,19 @@ def checkpointer_of(call: Call) -> Any:
     return ((call.config or {}).get("configurable") or {}).get(_CHECKPOINTER)
 
 
-def journal_backend(env: Env, call: Call) -> StateBackend | None:
-    """The backend of `call`'s journal, or `None` (no journal: nowhere to keep it)."""
+def journal_backend(env: Env, call: Call, made: Made) -> StateBackend | None:
+    """The backend of `call`'s journal, or `None` (no journal: nowhere to keep it);
+    `made`: the journal stage's backends of the stores and savers it met."""
     candidates: list[StateBackend] = []
     if env.backend is not None:
         candidates.append(env.backend)
     if call.store is not None:
-        store = _made(env, call.store, as_backend)
+        store = _made(made, call.store, as_backend)
         if store is not None:
             candidates.append(store)
     saver = checkpointer_of(call)
     if saver is not None:
-        found = _made(env, saver, checkpointer_backend)
+        found = _made(made, saver, checkpointer_backend)
         if found is not None:
             candidates.append(found)
     for backend in candidates:

@@ -47,8 +47,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ...text.redact import mask_value, redact
+from ..schema import SchemaFacts, schema_facts
+from ..schema import norm as _norm
 from .jsontext import MAX_REPAIR_CHARS, parse_args, truncation
-from .names import closest, words
+from .names import closest
 
 __all__ = [
     "MAX_REPAIR_CHARS",
@@ -69,83 +71,10 @@ rejected with ``invalid_arguments``, or dropped and reported."""
 _INT = re.compile(r"[+-]?\d{1,30}")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _LIST_SEPARATOR = re.compile(r"[,;\n]\s*\S")
-_JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "object", "array", "null"})
-
-
-def _norm(name: str) -> str:
-    return "".join(words(name))
 
 
 def _q(name: object) -> str:
     return "'" + redact(str(name), limit=40).replace("'", "") + "'"
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaFacts:
-    """What repair needs from a tool's JSON schema, computed once per tool."""
-
-    props: frozenset[str]
-    """The argument names the model may send."""
-    known: bool
-    """Whether the schema lists its properties at all (else names are left alone)."""
-    open: bool
-    """Whether the schema accepts arguments it does not list (explicit
-    ``additionalProperties``/``patternProperties``)."""
-    kinds: Mapping[str, frozenset[str]]
-    """Per argument, the JSON types it accepts (empty: unknown, no type repair)."""
-    by_norm: Mapping[str, str]
-    """Normalised name (its words, lower case, joined) -> argument, for unambiguous ones."""
-    names: tuple[str, ...]
-    """The argument names, in the schema's order (for `names.closest`)."""
-
-
-def _kinds(sub: Any, defs: Mapping[str, Any], depth: int = 0) -> frozenset[str]:
-    if not isinstance(sub, Mapping) or depth > 8:
-        return frozenset()
-    ref = sub.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target = defs.get(ref.rsplit("/", 1)[-1])
-        return _kinds(target, defs, depth + 1) if target is not None else frozenset()
-    t = sub.get("type")
-    if isinstance(t, str):
-        return frozenset({t}) & _JSON_TYPES
-    if isinstance(t, list):
-        return frozenset(x for x in t if isinstance(x, str)) & _JSON_TYPES
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = sub.get(key)
-        if isinstance(options, list) and options:
-            parts = [_kinds(o, defs, depth + 1) for o in options]
-            if any(not p for p in parts):
-                return frozenset()  # one option of unknown type: anything may be meant
-            return frozenset().union(*parts)
-    if "properties" in sub:
-        return frozenset({"object"})
-    return frozenset()
-
-
-def schema_facts(schema: Mapping[str, Any]) -> SchemaFacts:
-    """Analyse a model-visible JSON schema once (cache the result per tool)."""
-    props_raw = schema.get("properties") if isinstance(schema, Mapping) else None
-    known = isinstance(props_raw, Mapping)
-    props: Mapping[str, Any] = props_raw if isinstance(props_raw, Mapping) else {}
-    defs = {}
-    for key in ("$defs", "definitions"):
-        if isinstance(schema.get(key), Mapping):
-            defs.update(schema[key])
-    # Absent ``additionalProperties`` counts as closed: pydantic's default ignores extras.
-    extra = schema.get("additionalProperties", False) if known else True
-    norms = {name: _norm(name) for name in props}
-    counts: dict[str, int] = {}
-    for n in norms.values():
-        counts[n] = counts.get(n, 0) + 1
-    return SchemaFacts(
-        props=frozenset(props),
-        known=known,
-        open=extra is True or isinstance(extra, Mapping) or bool(schema.get("patternProperties")),
-        kinds={name: _kinds(sub, defs) for name, sub in props.items()},
-        by_norm={n: name for name, n in norms.items() if n and counts[n] == 1},
-        names=tuple(props),
-    )
 
 
 @dataclass(frozen=True, slots=True)

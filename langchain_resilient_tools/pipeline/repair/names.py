@@ -21,26 +21,14 @@ two siblings look alike.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
+
+from ..schema import words
 
 TYPO_MIN_WORD = 5
 """Letters a word needs before one typo in it is read as that word."""
 
 _VOWELS = frozenset("aeiouy")
-_CHUNKS = re.compile(r"[\W_]+")
-_HUMPS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-
-
-def words(name: str) -> tuple[str, ...]:
-    """The lower-case words of a parameter name (``"userID"`` -> ``("user", "id")``)."""
-    out: list[str] = []
-    for chunk in _CHUNKS.split(name):
-        if not chunk:
-            continue
-        parts = _HUMPS.findall(chunk) if chunk.isascii() else [chunk]
-        out.extend(p.lower() for p in parts)
-    return tuple(out)
 
 
 def _forms(word: str) -> set[str]:

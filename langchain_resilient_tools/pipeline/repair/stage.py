@@ -11,34 +11,29 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.call import Call
-from ...core.tools import injected_keys
 from ...text import messages as m
+from ..schema import tool_schema
 from ..stage import BeforeStage
-from ..validate.logic import tool_schema
 from .logic import fits, repair_call
 
 _MAX_LISTED = 4
-REPAIR_NOTICE = "repair_notice"
-"""``Call.extras`` key of the repair notice (an adapter with no ToolMessage logs it)."""
-DROPPED = "dropped"
-"""``call.extras`` key: the names of the unknown arguments repair dropped (for the envelope
-of a call that still fails validation)."""
 
 
 def note_dropped(call: Call, names: tuple[str, ...] | list[str]) -> None:
-    """Remember that repair dropped the arguments `names` from `call`."""
+    """Remember that repair dropped the arguments `names` from `call` (`Call.dropped`)."""
     if names:
-        call.extras.setdefault(DROPPED, []).extend(names)
+        call.dropped = (*call.dropped, *names)
 
 
 def repair(call: Call) -> None:
     """Repair `call` in place (arguments, or a malformed call's raw text)."""
     if call.tool is None or call.schemaless:
         return
-    hidden = injected_keys(call.tool)
+    schema = tool_schema(call.tool)
+    hidden = schema.hidden  # the arguments the runtime injects
     if hidden and hidden.intersection(call.args):
         call.args = _without(call.args, hidden)
-    facts = tool_schema(call.tool).facts
+    facts = schema.facts
     if call.malformed:
         if call.raw_args is None:
             return
@@ -64,7 +59,7 @@ def repair(call: Call) -> None:
             listed += f"; and {len(record.repairs) - _MAX_LISTED} more"
         notice = m.REPAIRED_NOTICE.format(repairs=listed)
         record.notices.append(notice)
-        call.extras[REPAIR_NOTICE] = notice
+        call.repair_notice = notice
 
 
 def _without(args: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:

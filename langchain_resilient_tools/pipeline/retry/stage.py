@@ -13,7 +13,6 @@ every wait and stops retrying when nothing is left, and the tool's retry budget
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any
 
 from tenacity import (
@@ -33,7 +32,7 @@ from ...core import testing as _testing
 from ...core.call import Call
 from ...core.errors import AttemptTimeout, LowQualityResult, ToolRaised
 from ...core.hints import is_rate_limited, retry_after
-from ...core.policy import RetryPolicy
+from ...core.policy import ResolvedPolicy, RetryPolicy
 from ...runtime import deadline as _deadline
 from ...state.pertool import PerTool
 from ..health import retry_wants
@@ -128,39 +127,38 @@ def _retries(call: Call) -> bool:
     )
 
 
-BUDGETS = "retry_budgets"
-"""`Env.resources` key of the per-tool retry budgets (hedges spend from them too)."""
-
-
-def retry_budget(env: Env, call: Call) -> RetryBudget | None:
-    """The retry budget of `call`'s tool (made on first use), or `None` when the tool is
-    not retried or its policy has no budget."""
-    spec = call.resolved.retry_budget
-    if spec is None or not _retries(call):
-        return None
-    budgets: PerTool[RetryBudget] = env.resources.setdefault(BUDGETS, PerTool())
-    return budgets.get(
-        call.name,
-        lambda: RetryBudget(
-            ratio=spec.ratio, minimum=spec.min, window=spec.window, clock=call.resolved.clock
-        ),
-    )
-
-
 class RetryStage(Stage):
     name = "retry"
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)
-        self.budgets: PerTool[RetryBudget] = env.resources.setdefault(BUDGETS, PerTool())
+        self.budgets: PerTool[RetryBudget] = PerTool()
+        env.retry_budget = self.budget_for  # published (hedges spend from it too)
+
+    def applies(self, resolved: ResolvedPolicy) -> bool:
+        """Only a tool whose calls may be retried (decided per tool: `_retries`)."""
+        return resolved.max_attempts > 1 and (
+            resolved.idempotent or resolved.policy.retry.retry_refused_writes
+        )
 
     def budget_for(self, call: Call) -> RetryBudget | None:
-        """The tool's retry budget (made on first use), or `None` when it has none."""
-        return retry_budget(self.env, call)
+        """The retry budget of `call`'s tool (made on first use), or `None` when the tool
+        is not retried or its policy has no budget."""
+        spec = call.resolved.retry_budget
+        if spec is None or not _retries(call):
+            return None
+        return self.budgets.get(
+            call.name,
+            lambda: RetryBudget(
+                ratio=spec.ratio, minimum=spec.min, window=spec.window, clock=call.resolved.clock
+            ),
+        )
 
     def _record(self, call: Call) -> RetryBudget | None:
         """Count `call` in its tool's retry budget (if any); return the budget."""
-        budget = self.budget_for(call)
+        if call.resolved.retry_budget is None:
+            return None
+        budget = self.budgets.peek(call.name) or self.budget_for(call)
         if budget is not None:
             budget.record_call()
         return budget
@@ -192,8 +190,6 @@ class RetryStage(Stage):
     # first attempt, so every retry decision, wait and stop is exactly tenacity's.
 
     def wrap(self, call: Call, call_next: Next) -> Any:
-        if not _retries(call):
-            return call_next(call)
         budget = self._record(call)
         try:
             return call_next(call)
@@ -202,12 +198,7 @@ class RetryStage(Stage):
         retrying = Retrying(sleep=_testing.sleep, **self._options(call, budget))
         return retrying(_replay(first, call_next), call)
 
-    def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
-        if not _retries(call):
-            return call_next(call)
-        return self._aretry(call, call_next)
-
-    async def _aretry(self, call: Call, call_next: AsyncNext) -> Any:
+    async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
         budget = self._record(call)
         try:
             return await call_next(call)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from ...core.call import Call
 from ...core.errors import InvalidArguments
+from ..schema import tool_schema
 from ..stage import BeforeStage
-from .logic import check, tool_schema, unexpected
+from .logic import check, unexpected
 
 
 def validate(call: Call) -> None:

@@ -1,0 +1,183 @@
+"""A tool's coroutine awaited with a deadline, driven from the caller's own task.
+
+A task of its own for every async attempt would cost two turns of the event loop (one
+for it to start, one for the caller to hear that it finished), and a loop turn costs as
+much as a fast tool. `drive` runs the coroutine's steps itself instead, each in one
+copy of the caller's context (as a task runs them), and between two steps waits for
+what the coroutine waits for *or* for the deadline, whichever comes first. At the
+deadline (one of the loop's `runtime.alarms`) what the coroutine waits for is cancelled (so that the cancellation reaches
+the tool, as a task's cancellation does), the coroutine is handed to a task of its own
+that goes on from where it stopped (`_resume`; kept until it finishes), and the caller
+gets `AttemptTimeout` at once, whether or not the tool ever acknowledges it. A caller
+cancelled while it waits hands the coroutine on in the same way.
+
+One thing differs from a task of its own: during the tool's steps
+``asyncio.current_task()`` is the caller's task (as for a tool ToolNode awaits directly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import types
+from collections.abc import Coroutine, Generator
+from typing import Any, TypeVar
+
+from ..core.errors import AttemptTimeout
+from . import exit as _exit
+from .alarms import alarms_for
+
+T = TypeVar("T")
+
+
+class _Watch:
+    """What the caller waits on between two steps (`gate`): it opens when what the
+    coroutine waits for is done (`wake`), or at the deadline (`expire`)."""
+
+    __slots__ = ("expired", "gate")
+
+    def __init__(self) -> None:
+        self.expired = False
+        self.gate: asyncio.Future[None] | None = None
+
+    def wake(self, _done: Any = None) -> None:
+        gate = self.gate
+        if gate is not None and not gate.done():
+            gate.set_result(None)
+
+    def expire(self) -> None:
+        self.expired = True
+        self.wake()
+
+
+async def drive(coro: Coroutine[Any, Any, T], timeout: float) -> T:
+    """Await `coro` (not started yet) for at most `timeout` seconds (see the module)."""
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    watch = _Watch()
+    alarms = alarms_for(loop)
+    alarm = alarms.at(loop.time() + timeout, watch.expire)
+    try:
+        while True:
+            try:
+                pending = context.run(coro.send, None)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if watch.expired:  # the deadline passed while it ran: it goes on alone
+                _hand_off(coro, pending, loop, context, watch)
+                raise AttemptTimeout(timeout)
+            if pending is not None and not _awaits_future(pending, loop):
+                return await _in_task(coro, pending, loop, context, watch, timeout)
+            watch.gate = gate = loop.create_future()
+            if pending is None:  # a bare yield (``asyncio.sleep(0)``): one loop turn
+                loop.call_soon(watch.wake)
+            else:
+                pending._asyncio_future_blocking = False  # taken, as a task takes it
+                pending.add_done_callback(watch.wake)
+            try:
+                await gate
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException:  # the caller is cancelled: so is the tool
+                _hand_off(coro, pending, loop, context, watch)
+                raise
+            if watch.expired and not (pending is not None and pending.done()):
+                _hand_off(coro, pending, loop, context, watch)
+                raise AttemptTimeout(timeout)
+    finally:
+        alarms.cancel(alarm)
+
+
+def _awaits_future(pending: Any, loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the coroutine yielded a future of `loop` to wait for (``await future``)."""
+    return bool(getattr(pending, "_asyncio_future_blocking", False)) and (
+        pending.get_loop() is loop
+    )
+
+
+def _hand_off(
+    coro: Coroutine[Any, Any, Any],
+    pending: Any,
+    loop: asyncio.AbstractEventLoop,
+    context: contextvars.Context,
+    watch: _Watch,
+) -> None:
+    """`coro`, waiting for `pending`, cancelled as a task of its own is cancelled (what
+    it waits for first) and handed to a task of its own, kept until it finishes."""
+    thrown: BaseException | None = asyncio.CancelledError()
+    if pending is not None and hasattr(pending, "_asyncio_future_blocking"):
+        pending.remove_done_callback(watch.wake)
+        pending._asyncio_future_blocking = True  # awaited again, now by the task
+        if pending.cancel():  # the cancellation reaches the coroutine through it
+            thrown = None
+    keep(loop.create_task(_resume(coro, pending, thrown), context=context))
+    if isinstance(pending, asyncio.Task):  # what it waits for (LangChain's task of the tool)
+        _exit.abandon(pending)
+
+
+async def _in_task(
+    coro: Coroutine[Any, Any, T],
+    pending: Any,
+    loop: asyncio.AbstractEventLoop,
+    context: contextvars.Context,
+    watch: _Watch,
+    timeout: float,
+) -> T:
+    """The rest of `coro` as a task of its own (it yielded what only a task handles),
+    awaited until the deadline (`watch`)."""
+    task = loop.create_task(_resume(coro, pending, None), context=context)
+    watch.gate = gate = loop.create_future()
+    task.add_done_callback(watch.wake)
+    try:
+        await gate
+    except BaseException:
+        task.cancel()  # the caller is cancelled: so is the tool
+        keep(task)
+        raise
+    if not task.done():
+        task.cancel()
+        keep(task)
+        raise AttemptTimeout(timeout)
+    return task.result()
+
+
+@types.coroutine
+def _resume(
+    coro: Coroutine[Any, Any, T], pending: Any, thrown: BaseException | None
+) -> Generator[Any, Any, T]:
+    """The rest of `coro`, whose last step yielded `pending` (what it waits for), driven
+    by the task that runs this: what the task sends or throws goes on to `coro`
+    (`thrown` first, if given)."""
+    while True:
+        if thrown is None:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation, thrown in by the task
+                thrown = exc
+                continue
+            try:
+                pending = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+        else:
+            error, thrown = thrown, None
+            try:
+                pending = coro.throw(error)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+
+_running: set[asyncio.Future[Any]] = set()
+"""Tool tasks running past their deadline: held here until they finish."""
+
+
+def keep(task: asyncio.Task[Any]) -> None:
+    """Hold `task` (a tool run past its deadline) until it finishes; it is not waited
+    for when its loop shuts down."""
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+    _exit.abandon(task)
