@@ -46,6 +46,9 @@ class CallRecord:
     """What the call was taken for: ``read``, ``idempotent_write`` or ``write``."""
     classified_by: str = ""
     """What decided it: ``explicit`` (the policy), ``annotations`` (the tool's) or ``name``."""
+    breaker: str | None = None
+    """Written by the breaker stage: the state of the tool's breaker (in this process)
+    after its last attempt; `None` when the call did not reach a breaker."""
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,6 @@ fallbacks. Observers never make a call fail.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables.config import (
@@ -33,20 +32,8 @@ log = logging.getLogger(__name__)
 class Observer:
     """Feeds the statistics and exporters of one pipeline."""
 
-    def __init__(self, stages: Sequence[Any]) -> None:
+    def __init__(self) -> None:
         self.stats = Stats()
-        self._breakers = [
-            peek
-            for stage in stages
-            if (peek := getattr(getattr(stage, "breakers", None), "peek", None)) is not None
-        ]
-
-    def breaker_state(self, tool: str) -> str | None:
-        """The state of `tool`'s breaker in this pipeline, if a breaker stage made one."""
-        for peek in self._breakers:
-            state = getattr(peek(tool), "state", None)
-            return state if isinstance(state, str) else None
-        return None
 
     def observe(
         self,
@@ -54,15 +41,14 @@ class Observer:
         *,
         known_tool: bool = True,
         span: Any = None,
-        breaker: bool = True,
     ) -> CallEvent:
         """Count the finished call of `record` and export it (`span`: the call's live
         OpenTelemetry span, ended here; without one a span is made for the record).
 
         A call to a tool that does not exist (`known_tool` false) is counted under
         `UNKNOWN_TOOL_LABEL`: the names a model invents never become rows or labels.
-        `breaker`: whether the tool may have a breaker (false: its policy has none, so
-        no state is looked up).
+        The breaker state is the one the breaker stage left on the record
+        (`CallRecord.breaker`).
         """
         event = CallEvent(
             tool=record.tool if known_tool else UNKNOWN_TOOL_LABEL,
@@ -73,7 +59,7 @@ class Observer:
             duration_ms=record.duration_ms,
             repairs=tuple(record.repairs),
             served_by=record.served_by,
-            breaker=self.breaker_state(record.tool) if breaker else None,
+            breaker=record.breaker,
             at=record.started_at,
             hedges=record.hedges,
             hedge_won=record.hedge_won,

@@ -188,8 +188,6 @@ class _Plan:
 
     chain: Next
     achain: AsyncNext
-    breaker: bool
-    """The tool has a breaker, whose state goes into the call's event."""
     budget: float | None
     """The call's own deadline, in seconds from its start (`ToolPolicy.call_deadline_s`)."""
 
@@ -214,7 +212,7 @@ class Pipeline:
         """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
         self.stages = [cls(self.env) for cls in stages]
         self._on_outcome = on_outcome
-        self.observer = Observer(self.stages)
+        self.observer = Observer()
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
         self._plans: dict[ResolvedPolicy, _Plan] = {}
         self._said: set[str] = set()
@@ -251,9 +249,7 @@ class Pipeline:
                 achain = partial(stage.awrap, call_next=achain)
             if befores:
                 chain, achain = _before_links(tuple(befores), chain, achain)
-            policy = resolved.policy
-            breaker = policy.breaker is not None
-            plan = self._plans[resolved] = _Plan(chain, achain, breaker, resolved.deadline_s)
+            plan = self._plans[resolved] = _Plan(chain, achain, resolved.deadline_s)
         return plan
 
     def new_call(
@@ -364,7 +360,7 @@ class Pipeline:
                 record.served_by = _refused_by(record.error)  # the tool never ran
             known = call.tool is not None
         event = outcome.event = self.observer.observe(
-            record, known_tool=known, span=call.span, breaker=plan.breaker
+            record, known_tool=known, span=call.span
         )
         call.span = None
         if self._on_outcome is not None:

@@ -53,6 +53,11 @@ class SharedBreaker:
         self.clock = local.clock
         """For slow-call timing (a local duration)."""
 
+    @property
+    def state(self) -> str:
+        """The state of this process's breaker of the tool (what the last call saw)."""
+        return self.local.state
+
     def acquire(self) -> Ticket:
         tool = self.call.name
         try:

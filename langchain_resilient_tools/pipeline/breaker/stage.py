@@ -73,14 +73,17 @@ class BreakerStage(Stage):
         breaker = self.breaker_for(call)
         if breaker is None:
             return call_next(call)
-        ticket = breaker.acquire()
-        start = breaker.clock()
         try:
-            value = call_next(call)
-        except BaseException as exc:
-            breaker.release(ticket, failed(call, exc))
-            raise
-        breaker.release(ticket, _slow(call, breaker.clock() - start))
+            ticket = breaker.acquire()
+            start = breaker.clock()
+            try:
+                value = call_next(call)
+            except BaseException as exc:
+                breaker.release(ticket, failed(call, exc))
+                raise
+            breaker.release(ticket, _slow(call, breaker.clock() - start))
+        finally:
+            call.record.breaker = breaker.state  # published: the call's event carries it
         return value
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
@@ -88,15 +91,18 @@ class BreakerStage(Stage):
         if breaker is None:
             return await call_next(call)
         shared = isinstance(breaker, SharedBreaker)  # its state is in a store: off the loop
-        ticket = await off_loop(shared, breaker.acquire)
-        start = breaker.clock()
         try:
-            value = await call_next(call)
-        except Exception as exc:
-            await off_loop(shared, breaker.release, ticket, failed(call, exc))
-            raise
-        except BaseException as exc:  # cancelled: recorded at once, no further await
-            breaker.release(ticket, failed(call, exc))
-            raise
-        await off_loop(shared, breaker.release, ticket, _slow(call, breaker.clock() - start))
+            ticket = await off_loop(shared, breaker.acquire)
+            start = breaker.clock()
+            try:
+                value = await call_next(call)
+            except Exception as exc:
+                await off_loop(shared, breaker.release, ticket, failed(call, exc))
+                raise
+            except BaseException as exc:  # cancelled: recorded at once, no further await
+                breaker.release(ticket, failed(call, exc))
+                raise
+            await off_loop(shared, breaker.release, ticket, _slow(call, breaker.clock() - start))
+        finally:
+            call.record.breaker = breaker.state  # published: the call's event carries it
         return value
