@@ -4,8 +4,8 @@ A write tool (``send_email``) wrapped with `ResilientTool.wrap` and a ``store=``
 one-node graph with a checkpointer (the journal keeps entries only for calls a run can
 resume), called on a fresh thread each time (so that each call is a new write: intent
 claimed, tool run, receipt written), with ``journal=True`` against
-``journal=False`` on the same store (dedup off: only the journal differs), their rounds
-alternating. Stores:
+``journal=False`` on the same store (dedup off: only the journal differs), in
+alternating blocks of calls. Stores:
 LangGraph's ``InMemoryStore``, a SQLite file (``SqliteStore``), and ``PostgresStore``
 on a throwaway local cluster (skipped if PostgreSQL cannot start). Also counts the
 journal's store round trips per write and per read (reads: none). Prints a table and
@@ -101,18 +101,28 @@ def _round_trips(store: Any, fn: Any) -> float:
     return counted.ops / 20
 
 
+BLOCK = 10
+"""Calls per block: journal-off and journal-on blocks alternate within each round."""
+
+
 def _interleaved(
     off: Callable[[int], Any], on: Callable[[int], Any], calls: int, rounds: int
 ) -> tuple[tuple[float, list[float]], tuple[float, list[float]]]:
-    """Per-call µs of `off` and `on` (median, per round), their rounds alternating: a
-    machine whose load drifts during the run weighs on both alike."""
+    """Per-call µs of `off` and `on` (median, per round), their blocks of `BLOCK` calls
+    alternating: a machine whose load drifts during the run weighs on both alike."""
     timed: dict[bool, list[float]] = {False: [], True: []}
-    for r in range(rounds):
-        for journal, fn in ((False, off), (True, on)):
-            start = time.perf_counter()
-            for i in range(r * calls, (r + 1) * calls):  # a fresh thread per call
-                fn(i)
-            timed[journal].append((time.perf_counter() - start) / calls * 1e6)
+    i = 0  # a fresh thread per call
+    for _ in range(rounds):
+        spent = {False: 0.0, True: 0.0}
+        for _ in range(max(1, calls // BLOCK)):
+            for journal, fn in ((False, off), (True, on)):
+                start = time.perf_counter()
+                for j in range(i, i + BLOCK):
+                    fn(j)
+                spent[journal] += time.perf_counter() - start
+            i += BLOCK
+        for journal in (False, True):
+            timed[journal].append(spent[journal] / (max(1, calls // BLOCK) * BLOCK) * 1e6)
     return (
         (statistics.median(timed[False]), timed[False]),
         (statistics.median(timed[True]), timed[True]),
