@@ -4,7 +4,8 @@ A write tool (``send_email``) wrapped with `ResilientTool.wrap` and a ``store=``
 one-node graph with a checkpointer (the journal keeps entries only for calls a run can
 resume), called on a fresh thread each time (so that each call is a new write: intent
 claimed, tool run, receipt written), with ``journal=True`` against
-``journal=False`` on the same store (dedup off: only the journal differs). Stores:
+``journal=False`` on the same store (dedup off: only the journal differs), in
+alternating blocks of calls. Stores:
 LangGraph's ``InMemoryStore``, a SQLite file (``SqliteStore``), and ``PostgresStore``
 on a throwaway local cluster (skipped if PostgreSQL cannot start). Also counts the
 journal's store round trips per write and per read (reads: none). Prints a table and
@@ -14,8 +15,10 @@ writes ``bench/results/journal.json``.
 from __future__ import annotations
 
 import sqlite3
+import statistics
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +36,7 @@ from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
 from langchain_resilient_tools.state.choose import as_backend
 
 from . import _util
-from .bench_backends import _per_call_us, _postgres
+from .bench_backends import _postgres
 
 
 def send_email(to: str) -> str:
@@ -98,6 +101,34 @@ def _round_trips(store: Any, fn: Any) -> float:
     return counted.ops / 20
 
 
+BLOCK = 10
+"""Calls per block: journal-off and journal-on blocks alternate within each round."""
+
+
+def _interleaved(
+    off: Callable[[int], Any], on: Callable[[int], Any], calls: int, rounds: int
+) -> tuple[tuple[float, list[float]], tuple[float, list[float]]]:
+    """Per-call µs of `off` and `on` (median, per round), their blocks of `BLOCK` calls
+    alternating: a machine whose load drifts during the run weighs on both alike."""
+    timed: dict[bool, list[float]] = {False: [], True: []}
+    i = 0  # a fresh thread per call
+    for _ in range(rounds):
+        spent = {False: 0.0, True: 0.0}
+        for _ in range(max(1, calls // BLOCK)):
+            for journal, fn in ((False, off), (True, on)):
+                start = time.perf_counter()
+                for j in range(i, i + BLOCK):
+                    fn(j)
+                spent[journal] += time.perf_counter() - start
+            i += BLOCK
+        for journal in (False, True):
+            timed[journal].append(spent[journal] / (max(1, calls // BLOCK) * BLOCK) * 1e6)
+    return (
+        (statistics.median(timed[False]), timed[False]),
+        (statistics.median(timed[True]), timed[True]),
+    )
+
+
 def run(calls: int = 300, rounds: int = 5) -> dict[str, Any]:
     from langgraph.store.sqlite import SqliteStore
 
@@ -113,8 +144,9 @@ def run(calls: int = 300, rounds: int = 5) -> dict[str, Any]:
         if pg_store is not None:
             stores["postgres"] = pg_store
         for name, store in stores.items():
-            off = _per_call_us(_caller(send_email, store, False), calls, rounds)
-            on = _per_call_us(_caller(send_email, store, True), calls, rounds)
+            off, on = _interleaved(
+                _caller(send_email, store, False), _caller(send_email, store, True), calls, rounds
+            )
             rows[name] = {
                 "write_us_journal_off": round(off[0], 1),
                 "write_us_journal_on": round(on[0], 1),

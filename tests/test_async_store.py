@@ -200,7 +200,7 @@ def _journal_key(harness: Harness, graph: Any, config: dict[str, Any]) -> str:
     assert snapshot.next == ("tools",)
     thread = config["configurable"]["thread_id"]
     step = f"tools@{snapshot.metadata['step'] + 1}"
-    return entry_key("send_email", derive_key(thread, "send_email", "c1"), step)
+    return entry_key("send_email", derive_key(thread, "send_email", "c1", step), step)
 
 
 def test_the_journal_keeps_writes_in_a_loop_bound_store(

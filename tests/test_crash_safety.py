@@ -88,6 +88,7 @@ def violations(outcome: Outcome) -> list[str]:
             (outcome.silent_duplicates, "silent duplicate effect(s)"),
             (outcome.unanswered, "unanswered call(s)"),
             (outcome.false_answers, "false answer(s)"),
+            (outcome.key_changes, "call(s) resent or looked up under another idempotency key"),
         )
         if n
     ]
@@ -115,10 +116,11 @@ def test_counting_sees_silent_duplicates_and_false_answers() -> None:
             {"type": "tool", "tool_call_id": "b", "status": "error", "content": dup_call},
         ]
     }
-    outbox = [{"call_id": "a"}, {"call_id": "a"}, {"call_id": "c"}]
+    outbox = [{"call_id": "a", "key": "k1"}, {"call_id": "a", "key": "k2"}, {"call_id": "c"}]
     out = harness.count(Kill("node", "sqlite", "after_effect"), True, report, outbox, [], [])
     assert out.effects == {"a": 2, "b": 0, "c": 1}
     assert (out.silent_duplicates, out.unanswered, out.false_answers) == (1, 1, 1)
+    assert out.key_changes == 1  # the resend of "a" carried another key
     assert out.settled == {"ran": 1, "duplicate_call": 1, "unanswered": 1}
     # A second send a person (or a lookup that found nothing) asked for is not silent.
     allowed = harness.count(

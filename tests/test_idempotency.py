@@ -86,6 +86,13 @@ def everything_shown(result_state: dict[str, Any]) -> str:
     )
 
 
+def _snapshot(harness: Harness, graph: Any, config: dict[str, Any]) -> Any:
+    if harness.mode == "sync":
+        return graph.get_state(config)
+    assert harness.loop is not None
+    return harness.loop.run_until_complete(graph.aget_state(config))
+
+
 # -- through every adapter, sync and async ------------------------------------------
 
 
@@ -102,7 +109,8 @@ def test_timed_out_write_is_retried_with_the_same_key(harness: Harness) -> None:
     message = result["c1"]
     assert message.status == "success", message.content
     assert message.content == "charged 500: ch_1"
-    key = derive_key("t-pay", "create_payment", "c1")
+    key = service.requests[0]
+    assert key is not None and len(key) == 32
     assert service.requests == [key, key]  # two attempts, one key
     assert service.ledger == [("ch_1", 500)]  # charged once
     assert message.response_metadata["resilience"]["attempts"] == 2
@@ -120,16 +128,27 @@ def test_without_the_flag_a_write_is_never_rerun(harness: Harness) -> None:
     assert len(service.requests) == 1  # executed once, whatever failed
 
 
-def test_same_tool_call_run_again_gets_the_same_key(harness: Harness) -> None:
+def test_two_turns_reusing_a_call_id_get_two_keys(harness: Harness) -> None:
+    """Models repeat call ids (``call_0`` in every turn): the second turn's write is a new
+    request, not a resend the service may drop (issue 31)."""
     service = PaymentService()
-    tool = payment_tool(service)
+    turns = [[tool_call("create_payment", {"amount": n}, id="call_0")] for n in (7, 8)]
+    results = harness.run_turns([payment_tool(service)], turns, policies=FLAGGED)
+    assert results[1]["call_0"].content == "charged 8: ch_2"
+    assert service.ledger == [("ch_1", 7), ("ch_2", 8)]  # both charges taken
+    assert len(service.requests) == 2 and len(set(service.requests)) == 2
+
+
+def test_each_run_without_a_checkpointer_is_a_new_request(harness: Harness) -> None:
+    """Without a checkpointer nothing can resume a run: a second run of the same tool
+    call on the same thread id is a new request, with a new key."""
+    service = PaymentService()
     config = {"configurable": {"thread_id": "t-again"}}
     calls = [tool_call("create_payment", {"amount": 7}, id="c1")]
-    first = harness.run([tool], calls, policies=FLAGGED, config=config)
-    second = harness.run([tool], calls, policies=FLAGGED, config=config)
-    assert first["c1"].content == second["c1"].content == "charged 7: ch_1"
-    assert len(set(service.requests)) == 1 and len(service.requests) == 2
-    assert len(service.ledger) == 1
+    first = harness.run([payment_tool(service)], calls, policies=FLAGGED, config=config)
+    second = harness.run([payment_tool(service)], calls, policies=FLAGGED, config=config)
+    assert (first["c1"].content, second["c1"].content) == ("charged 7: ch_1", "charged 7: ch_2")
+    assert len(set(service.requests)) == 2
 
 
 def test_key_survives_interrupt_and_resume(harness: Harness) -> None:
@@ -156,8 +175,9 @@ def test_key_survives_interrupt_and_resume(harness: Harness) -> None:
     paused = harness.invoke(graph, payload, config)
     assert "__interrupt__" in paused
     assert service.ledger == []
+    step = f"tools@{_snapshot(harness, graph, config).metadata['step'] + 1}"
     final = harness.invoke(graph, Command(resume="approve"), config)
-    key = derive_key("order-42", "create_payment", "pay-1")
+    key = derive_key("order-42", "create_payment", "pay-1", step)
     assert seen == [key, key]  # the tool started twice (before and after the resume)
     assert service.requests == [key] and service.ledger == [("ch_1", 900)]
     answers = [m for m in final["messages"] if isinstance(m, ToolMessage)]
@@ -210,6 +230,7 @@ def test_callable_builds_the_key(harness: Harness) -> None:
     assert result["c9"].status == "success"
     assert service.requests == ["t9:create_payment:12"]
     assert [(i.tool_call_id, dict(i.args)) for i in infos] == [("c9", {"amount": 12})]
+    assert infos[0].position is not None  # run by a graph: where the call was issued
 
 
 def test_key_is_in_the_config_the_tool_is_invoked_with(harness: Harness) -> None:
@@ -226,7 +247,7 @@ def test_key_is_in_the_config_the_tool_is_invoked_with(harness: Harness) -> None
     flagged = {"book_room": ToolPolicy(idempotency_key=True)}
     result = harness.run([tool], calls, policies=flagged, config=config)
     assert result["b1"].content == "ch_1"
-    assert service.requests == [derive_key("t-book", "book_room", "b1")]
+    assert len(service.requests[0] or "") == 32
     harness.run([tool], calls, config=config)  # without the flag: no key in the config
     assert service.requests[1] is None
 
@@ -265,6 +286,31 @@ def test_direct_invocation_passes_a_key_and_honours_a_given_one() -> None:
     assert len(service.requests[0] or "") == 32 and service.requests[1:] == ["order-17"] * 2
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_outside_a_graph_the_call_id_tells_a_resend(mode: str) -> None:
+    """Invoked directly (no graph: no step, no task), the caller's call id is all that
+    tells one call from another: the same id on the same thread is a resend, and gets
+    the key it had; another id is another request."""
+    service = PaymentService()
+    policy = ToolPolicy(idempotency_key=True, dedup="off")  # each call reaches the service
+    wrapped = ResilientTool.wrap(payment_tool(service), policy=policy)
+    config: RunnableConfig = {"configurable": {"thread_id": "t-direct"}}
+
+    async def send(call_id: str) -> None:
+        call = tool_call("create_payment", {"amount": 5}, id=call_id)
+        if mode == "sync":
+            wrapped.invoke(call, config)
+        else:
+            await wrapped.ainvoke(call, config)
+
+    await send("c1")
+    await send("c1")  # the caller sends it again (e.g. after its own crash)
+    await send("c2")
+    key = derive_key("t-direct", "create_payment", "c1")
+    assert service.requests == [key, key, derive_key("t-direct", "create_payment", "c2")]
+    assert service.ledger == [("ch_1", 5), ("ch_2", 5)]
+
+
 def _call(name: str, policy: ToolPolicy, *, id: str = "c1", thread: str | None = "t") -> Call:
     return Call(
         id=id,
@@ -288,6 +334,31 @@ def test_derived_key_depends_on_thread_tool_and_call_id() -> None:
     }
     assert base not in others and len(others) == 4
     assert len(base) == 32 and int(base, 16) >= 0
+    # In a graph, the call's position in the run is part of the key: two turns differ,
+    # a resumed step is the same.
+    turn = derive_key("t", "create_payment", "c1", "tools@1")
+    assert turn == derive_key("t", "create_payment", "c1", "tools@1")
+    assert len({base, turn, derive_key("t", "create_payment", "c1", "tools@5")}) == 3
+
+
+def test_key_follows_the_position_of_the_call() -> None:
+    """`key_for` reads the position off the call's config (`core.resume.position`)."""
+    policy = ToolPolicy(idempotency_key=True)
+
+    def at(step: int, task: str, *, checkpointer: bool = True) -> str:
+        call = _call("create_payment", policy)
+        conf = {"checkpoint_ns": f"tools:{task}", "__pregel_task_id": task}
+        if checkpointer:
+            conf["__pregel_checkpointer"] = object()
+        call.config = {"configurable": conf, "metadata": {"langgraph_step": step}}
+        return key_for(call)
+
+    assert at(3, "task-a") == at(3, "task-b")  # a resumed step: its task id may differ
+    assert at(3, "task-a") == derive_key("t", "create_payment", "c1", "tools@3")
+    assert at(5, "task-a") != at(3, "task-a")  # a later turn
+    # A run that cannot be resumed: each graph task is a new request.
+    assert at(3, "task-a", checkpointer=False) != at(3, "task-b", checkpointer=False)
+    assert key_for(_call("create_payment", policy)) == derive_key("t", "create_payment", "c1")
 
 
 def test_key_is_built_once_per_call() -> None:

@@ -151,7 +151,11 @@ class Pending:
         )  # fmt: skip
 
     def key(self, tool: str = "send_email") -> str:
-        return logic.entry_key(tool, derive_key(self.thread, tool, self.call_id), self.step)
+        return logic.entry_key(tool, self.idempotency_key(tool), self.step)
+
+    def idempotency_key(self, tool: str = "send_email") -> str:
+        """The key the call's service gets: the same whenever the step is resumed."""
+        return derive_key(self.thread, tool, self.call_id, self.step)
 
     def resume(self, *, rebuilt: bool = False) -> ToolMessage:
         """The step run (`rebuilt`: by a new graph and adapters, as a new process)."""
@@ -347,8 +351,8 @@ def test_an_orphaned_write_that_verify_finds_is_answered_with_it(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
-    box.sent.append(derive_key(THREAD, "send_email", "c1"))  # it had been sent
     pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup)))
+    box.sent.append(pending.idempotency_key())  # it had been sent
     _orphan(db, pending)
     answer = pending.resume()
     assert answer.status == "success" and "sent (found by lookup)" in str(answer.content)
@@ -364,7 +368,7 @@ def test_an_orphaned_write_that_verify_does_not_find_runs_once(
     _orphan(db, pending)
     answer = pending.resume()
     assert answer.status == "success" and str(answer.content).endswith("sent to ann")
-    assert box.sent == [derive_key(THREAD, "send_email", "c1")]  # once, with the same key
+    assert box.sent == [pending.idempotency_key()]  # once, with the same key
     assert _entries(db)[pending.key()]["outcome"] == "success"
 
 
@@ -376,7 +380,7 @@ def test_a_keyed_write_is_sent_again_with_its_key(harness: Harness, db: str, sav
     answer = pending.resume()
     assert str(answer.content).endswith("sent to ann")
     assert "sent again with the same idempotency key" in str(answer.content)
-    assert box.sent == [derive_key(THREAD, "send_email", "c1")]
+    assert box.sent == [pending.idempotency_key()]
 
 
 def test_a_write_another_live_worker_runs_is_waited_for(

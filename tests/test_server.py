@@ -77,11 +77,11 @@ def entry_of(
     rerun: bool = False,
 ) -> dict[str, Any] | None:  # fmt: skip
     """The journal's entry of one call (keyed by the tool, its idempotency key and the
-    step of the thread that issued it: one step here), or `None`."""
-    head = f"{tool}:{derive_key(thread, tool, call_id)}:"
+    step of the thread that issued it, which the entry records), or `None`."""
     found = [
         v for k, v in entries.items()
-        if k.startswith(head) and k.endswith(":rerun") == rerun
+        if k.startswith(f"{tool}:{derive_key(thread, tool, call_id, v.get('step'))}:")
+        and k.endswith(":rerun") == rerun
     ]  # fmt: skip
     assert len(found) <= 1, found
     return found[0] if found else None

@@ -22,7 +22,14 @@ class IdempotencyInfo:
     thread_id: str | None
     """``config["configurable"]["thread_id"]`` of the run, if any."""
     tool_call_id: str
-    """The id of the tool call in the ``AIMessage`` (persisted in checkpoints)."""
+    """The id of the tool call in the ``AIMessage`` (persisted in checkpoints). Models
+    reuse ids (``call_0`` in every turn): a key that must tell two turns apart includes
+    `position`."""
+    position: str | None = None
+    """Where the call was issued in its run (`core.resume.position`): in a thread of a
+    graph with a checkpointer, its step (``tools@3``: the same when a run resumes the
+    step, later for a new turn); in a graph without one, its graph task (new in every
+    run); `None` outside a graph."""
 
 
 KeyBuilder = Callable[[IdempotencyInfo], str]

@@ -5,11 +5,31 @@ a request once per key and answers repeats with the first result. Handing a writ
 such a key makes it safe to retry: the retried attempt carries the same key, so the
 service charges, books or sends once.
 
-The default key is a digest of (thread id, tool name, tool call id). All three are the
-same for every attempt of one call, for the same call run again (the same tool call id
-sent twice), and after a resume from a checkpoint: LangGraph persists the tool call ids
-in the checkpointed ``AIMessage``, so the re-run node sees the same ids. A different
-call, even with the same arguments, gets a different key.
+The default key (`derive_key`) is a digest of the thread id, the tool name, the tool
+call id and, in a graph, where the call was issued (`core.resume.position`). It is the
+same for every attempt of one call (retries, a keyed orphaned write sent again) and for a
+run that resumes the call; a new call gets a new key, even when the model reuses a tool
+call id (local and fake models, and some providers, send ``call_0`` in every turn).
+What tells a resume from a new call depends on where the call runs:
+
+- **a graph with a checkpointer** (a thread): the step of the thread, its checkpoint
+  namespace without task ids and its step number (``tools@3``, `core.resume.step_of`,
+  the journal's key). A run that resumes the thread (after an interrupt, a crash, a
+  killed worker, on another replica) runs its pending step again at that position with
+  the same tool call ids (they are in the checkpointed ``AIMessage``): the same key, so
+  the service carries the resent request out once. A new turn runs its tools at a later
+  step: a new key.
+- **a graph without a checkpointer**: the graph task that runs the call. Nothing can
+  resume such a run, so every run is a new request; a node retried by LangGraph
+  (``retry_policy=``) runs in the same task and keeps its key.
+- **outside a graph** (a `ResilientTool` or a tool invoked directly): the thread id (if
+  any) and the tool call id alone, which the caller chose. Sending the same tool call id
+  again is a resend (the same key: what a caller resending after its own crash needs);
+  a caller that reuses ids for new calls gives each conversation its own thread id,
+  passes the key itself (an ``idempotency_key`` argument to a direct invocation) or
+  builds keys with a callable (``ToolPolicy(idempotency_key=fn)``, which receives the
+  position as `IdempotencyInfo.position`). A per-process random part would make the
+  resend after a crash a new request: the one case the key exists for.
 
 How a tool receives its key: it declares a parameter
 
@@ -40,6 +60,7 @@ from langchain_core.tools import BaseTool
 
 from .errors import UsageError
 from .policy import IdempotencyInfo
+from .resume import position
 from .tools import ToolStandIn, injected_keys
 
 if TYPE_CHECKING:
@@ -55,9 +76,15 @@ CONFIG_KEY = "idempotency_key"
 with (set when the policy declares keys)."""
 
 
-def derive_key(thread_id: str | None, tool_name: str, tool_call_id: str) -> str:
-    """The default key: a 32-hex-digit digest of (thread id, tool name, tool call id)."""
-    text = json.dumps(["lrt-idem-v1", thread_id, tool_name, tool_call_id])
+def derive_key(
+    thread_id: str | None, tool_name: str, tool_call_id: str, position: str | None = None
+) -> str:
+    """The default key: a 32-hex-digit digest of (thread id, tool name, tool call id) and
+    the call's `position` in its run (`core.resume.position`; `None` outside a graph)."""
+    parts = ["lrt-idem-v1", thread_id, tool_name, tool_call_id]
+    if position is not None:
+        parts.append(position)
+    text = json.dumps(parts)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
@@ -70,21 +97,24 @@ def key_for(call: Call) -> str:
     """The idempotency key of `call`: built once, then the same for every attempt.
 
     Uses the policy's callable when ``ToolPolicy.idempotency_key`` is one, else
-    `derive_key`. A call without an id (never the case for model tool calls) gets a
-    random key, so that two such calls are never mistaken for one.
+    `derive_key` with the call's position (see the module's docstring). A call without
+    an id (never the case for model tool calls) gets a random key, so that two such
+    calls are never mistaken for one.
     """
     key = call.idempotency_key  # built once: every attempt reuses it
     if key is None:
         builder = call.resolved.policy.idempotency_key
         if callable(builder):
-            info = IdempotencyInfo(call.name, dict(call.args), call.thread_id, call.id)
+            info = IdempotencyInfo(
+                call.name, dict(call.args), call.thread_id, call.id, position(call)
+            )
             key = builder(info)
             if not isinstance(key, str) or not key:
                 raise UsageError(
                     f"the idempotency_key callable of {call.name!r} must return a non-empty str"
                 )
         elif call.id:
-            key = derive_key(call.thread_id, call.name, call.id)
+            key = derive_key(call.thread_id, call.name, call.id, position(call))
         else:
             key = uuid.uuid4().hex
         call.idempotency_key = key

@@ -156,9 +156,10 @@ class ToolPolicy(Options):
     a server can say anything. ``"ignore"``: the name alone. See `core.annotations`."""
     idempotency_key: bool | KeyBuilder = False
     """Declares that the tool's service honours an idempotency key: `True` for the
-    default key (a digest of thread id, tool name and tool call id), or a callable
-    ``(IdempotencyInfo) -> str`` that builds it from ``tool_name``, ``args``,
-    ``thread_id`` and ``tool_call_id``. The tool receives the key through a parameter
+    default key (a digest of thread id, tool name, tool call id and the call's step in
+    its run: see `core.idempotency`), or a callable ``(IdempotencyInfo) -> str`` that
+    builds it from ``tool_name``, ``args``, ``thread_id``, ``tool_call_id`` and
+    ``position``. The tool receives the key through a parameter
     ``idempotency_key: Annotated[str, InjectedToolArg]`` (never in the model's schema).
     Such a tool counts as idempotent whatever `idempotent` says: it is retried, and a
     repeated call gets the earlier answer."""

@@ -73,6 +73,9 @@ class Outcome:
     (or "do not repeat") for an email that was never sent."""
     settled: Counter[str] = field(default_factory=Counter)
     """How each call was answered in the end (`settlement`)."""
+    key_changes: int = 0
+    """Calls whose emails and lookups did not all carry one idempotency key: a resumed
+    step must send (and look up) the key the killed worker sent."""
     error: str | None = None
     """The harness or a worker failed (not a finding about the package)."""
 
@@ -159,6 +162,8 @@ def count(
         out.silent_duplicates += max(0, effects - 1 - allowed)
         out.false_answers += is_false(message, effects)
         out.settled[settlement(message, person, looked)] += 1
+        keys = {r.get("key") for r in (*outbox, *lookups) if r["call_id"] == cid}
+        out.key_changes += len(keys) > 1
     return out
 
 

@@ -2,7 +2,7 @@
 No I/O here.
 
 An entry is a plain dict kept under the call's idempotency key (thread, tool, tool call
-id: `core.idempotency.key_for`) and the step of the thread that issued the call
+id, step: `core.idempotency.key_for`) and the step of the thread that issued the call
 (`core.resume.step_of`), in the namespace `NS_JOURNAL`:
 
 - an **intent**, written (claimed) before the write runs: the tool, a digest of the
