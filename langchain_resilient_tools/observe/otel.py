@@ -141,26 +141,30 @@ _ENV_NAMES_PROVIDER = any(
     name in os.environ for name in ("OTEL_PYTHON_METER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER")
 )
 """The environment names a provider (read once: the API reads it when first asked)."""
-_MISSING = object()
 
 
-def _maybe_set() -> bool:
-    """Cheap: whether a provider may have been set (the API's globals, or the environment
-    that names one). Asked on every call, so it does not call the API's getters."""
-    internal = getattr(_metrics, "_internal", None)
-    meter = getattr(internal, "_METER_PROVIDER", _MISSING)
-    tracer = getattr(_trace, "_TRACER_PROVIDER", _MISSING)
-    if meter is _MISSING or tracer is _MISSING:
-        return True  # another API layout: ask the getters
-    return meter is not None or tracer is not None or _ENV_NAMES_PROVIDER
+_API_INTERNAL: Any = getattr(_metrics, "_internal", None)
+"""The metrics API's module that holds its global provider (`None`: another layout)."""
+_FAST_CHECK = (
+    _API_INTERNAL is not None
+    and hasattr(_API_INTERNAL, "_METER_PROVIDER")
+    and hasattr(_trace, "_TRACER_PROVIDER")
+    and not _ENV_NAMES_PROVIDER
+)
+"""Whether `configured` can answer "no" from the API's two globals alone."""
 
 
 def configured() -> bool:
-    """Whether the application has set a real meter or tracer provider (an SDK)."""
+    """Whether the application has set a real meter or tracer provider (an SDK).
+
+    Asked on every call: until a provider is set, it reads the API's two globals and
+    calls nothing."""
     global _known_configured
     if _known_configured:
         return True
-    if _metrics is None or _trace is None or not _maybe_set():
+    if _FAST_CHECK and _API_INTERNAL._METER_PROVIDER is None and _trace._TRACER_PROVIDER is None:
+        return False
+    if _metrics is None or _trace is None:
         return False
     meter = type(_metrics.get_meter_provider()).__name__
     tracer = type(_trace.get_tracer_provider()).__name__
