@@ -90,8 +90,12 @@ class AttemptStage(Stage):
 
     def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         if call.span is not None:
-            return _otel.aattempt(call, partial(self._arun, call, call_next))
+            return self._traced(call, call_next)
         return self._arun(call, call_next)
+
+    async def _traced(self, call: Call, call_next: AsyncNext) -> Any:
+        """The attempt in a span of its own (tracing on), from this stage's own frame."""
+        return await _otel.aattempt(call, partial(self._arun, call, call_next))
 
     def _arun(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         resolved = call.resolved
