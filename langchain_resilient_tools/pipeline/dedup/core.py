@@ -1,31 +1,13 @@
 """Dedup's core: what the stage does with one call, decided without I/O.
 
-A `Visit` is one call's way through the stage. The stage's two drivers (sync and async,
-`pipeline.dedup.stage`) ask it what to do next (a `Do`), do that one thing (wait, ask a
-ledger, run the rest of the pipeline) and hand the result back, which names the next
-thing; the visit never waits, never runs anything and never touches a store itself.
-The path of one call, in once and out once:
-
-    Visit.of(call)  ``None``: nothing to decide (dedup off, or no scope): the call
-                    passes straight on. Else its key, mode and scope, computed once.
-    start(joined)   the call's twins in its step (`twins.Twins.join`, when it may have
-                    some): a follower waits for its leader (``WAIT_TWIN``), then takes
-                    its share (``ANSWER``), or goes on as any repeat (``ASK``).
-    ASK             a ledger (this pipeline's, `local.LocalLedger`, or the store's,
-                    `shared.SharedLedger`) reads the key's entry, asks `logic.decide`,
-                    writes what it says and hands back a `Verdict`; ``told(verdict)``
-                    says ``ANSWER`` (reuse, replay, blocked), ``RUN`` (with a warning
-                    for ``warn``), ``WAIT_ENTRY`` (an identical read runs now: wait for
-                    it once, then ``ASK`` again) or ``PASS`` (it still runs after that
-                    wait: run untracked, nothing recorded).
-    ANSWER          ``answer()``: the call's answer, returned or raised.
-    RUN             the rest of the pipeline runs the call; ``ran(value)``,
-                    ``failed(exc)`` or ``cut()`` (cancelled) give the `End` the ledger
-                    records (``failed`` is the one place where dedup classifies an
-                    exception).
-    out             a leader settles its twins' group with ``Visit.share``.
-
-`logic.decide` is the decisions table of a ledger entry; `Visit` applies it to one call.
+A `Visit` is one call's way through the stage (`pipeline.dedup.stage` draws the path):
+its facts, computed once (key, mode, scope), and what was decided so far. The stage's
+drivers ask it what to do next (`Do`), do that one thing (wait, ask a ledger, run the
+rest of the pipeline) and hand the result back (`Visit.start`, `twin_settled`, `told`;
+`ran`, `failed`, `cut` give the `End` a ledger records). The visit never waits, never
+runs anything and never reads or writes a ledger: a ledger (`Keeper`: `local`,
+`shared`) reads an entry, decides with `logic.decide` and writes what it decided in one
+step, and hands the `Verdict` over.
 """
 
 from __future__ import annotations
@@ -211,11 +193,10 @@ class Visit:
             self.waited = True
             return Do.WAIT_ENTRY
         if action is Action.RUN or action is Action.WARN:
-            record = self.call.record
             if action is Action.WARN:
                 assert verdict.entry is not None
                 self._notice(verdict.entry, m.DEDUP_WARN)
-            self.shown = len(record.notices)
+            self.shown = len(self.call.record.notices)
             return Do.RUN
         if action is Action.WAIT and self.call.resolved.idempotent:
             return Do.PASS  # still running after the wait: this read runs too, untracked
@@ -262,25 +243,20 @@ class Visit:
     # -- out ------------------------------------------------------------------------
 
     def ran(self, value: Any) -> End:
-        """The call answered `value`: what its ledger keeps (a result that was not the
-        tool's own, a fallback's or stale data, is nothing fresh to reuse), and what its
-        twins take (that same answer, when the ledger keeps nothing to answer them)."""
+        """The call answered `value`: what its ledger keeps, and what its twins take."""
         record = self.call.record
-        if record.served_by not in ("tool", "cache"):
-            end = _FAILED
-        elif isinstance(value, Command):
-            return _DONE  # a Command answers its own call id only: each twin runs
-        elif isinstance(value, ToolMessage):
-            if value.status != "error":
-                return End("ok", value.content)
-            end = _FAILED
-        else:
-            return End("ok", _content_of(value))
-        if not is_message_list(value) and not isinstance(value, Command):
-            self.share = Share(
-                value=value, served_by=record.served_by, notices=tuple(record.notices[self.shown :])
-            )
-        return end
+        fresh = record.served_by in ("tool", "cache")  # not a fallback's, nor stale data
+        if fresh and isinstance(value, Command):
+            return _DONE  # kept, but not replayed: a Command answers its own call id only
+        if fresh and not (isinstance(value, ToolMessage) and value.status == "error"):
+            content = value.content if isinstance(value, ToolMessage) else _content_of(value)
+            return End("ok", content)  # the ledger answers the twins
+        if not isinstance(value, Command) and not is_message_list(value):
+            # Nothing to keep: the twins take this same answer, with the notices the
+            # stages inside dedup added to it.
+            shown = tuple(record.notices[self.shown :])
+            self.share = Share(value=value, served_by=record.served_by, notices=shown)
+        return _FAILED
 
     def failed(self, exc: Exception) -> End:
         """The call failed with `exc`: the one place where dedup classifies an exception.

@@ -43,11 +43,6 @@ JOURNALED = "journaled"
 resumed one it settled): a dead owner's pending entry of that very call then runs."""
 
 
-def _journaled(call: Call) -> bool:
-    """Whether the journal let `call`, a write, run (`JOURNALED`)."""
-    return bool(call.extras.get(JOURNALED))
-
-
 def _restore(data: Any, call: Call, now: float) -> Entry | None:
     if not isinstance(data, dict):
         return None
@@ -59,7 +54,7 @@ def _restore(data: Any, call: Call, now: float) -> Entry | None:
             call_id=str(data.get("call_id") or ""),
             pos=data.get("pos") or None,
         )
-        if entry.call_id == call.id and _journaled(call):
+        if entry.call_id == call.id and call.extras.get(JOURNALED):
             entry.status = "failed"  # the journal settled this very write: let it run
             return entry
         owner = data.get("owner")

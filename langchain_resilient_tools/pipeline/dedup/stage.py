@@ -1,23 +1,38 @@
 """Dedup: a call identical to an earlier one is reused, blocked, or flagged.
 
 The key is `core.key.call_key` (tool name and canonical arguments, or `Dedup.key`),
-scoped by conversation thread (no thread: the step or model message, see `scope_of`), and covering
-who asks (the declared inputs, the runtime context, `configurable`). What happens is decided
-by `pipeline.dedup.core` (its decisions table: `pipeline.dedup.logic.decide`). Identical calls of one step are one logical call: the first
-runs, its twins wait for it and share its outcome (`pipeline.dedup.twins`). Identical calls
-of different steps running at the same time are decided once: a read waits for the first
-and reuses its result, a write is blocked. Entries come from this pipeline's in-memory
-ledger, or from the graph state's ``tool_ledger`` (so dedup survives checkpoints and
-restarts); new entries are left on the call for the adapter to write back to the state,
-where they point at the thread's messages rather than copy them
-(`pipeline.dedup.graph_state`).
+scoped by conversation thread (no thread: the step or model message, see `scope_of`),
+and covering who asks (the declared inputs, the runtime context, `configurable`).
+Identical calls of one step are one logical call: the first runs, its twins wait for it
+and share its outcome (`pipeline.dedup.twins`). Identical calls of different steps
+running at the same time are decided once: a read waits for the first and reuses its
+result, a write is blocked. Entries come from this pipeline's in-memory ledger
+(`local.LocalLedger`), or a store shared by the workers (`shared.SharedLedger`), or from
+the graph state's ``tool_ledger`` (so dedup survives checkpoints and restarts); new
+entries are left on the call for the adapter to write back to the state, where they
+point at the thread's messages rather than copy them (`pipeline.dedup.graph_state`).
 
-The stage is two thin drivers, sync and async, around one core: a `core.Visit` per call
-(its docstring draws the call's path, in once and out once). A driver asks it what to
-do next (`core.Do`), does that one thing, the only I/O here (wait for a twin or for an
-identical call, ask a ledger, run the rest of the pipeline, record how the run ended),
-and hands the result back. The ledger is this pipeline's own (`local.LocalLedger`) or,
-with a shared store, the store's (`shared.SharedLedger`).
+One core decides, two thin drivers (sync `wrap`, async `awrap`) do the I/O it names. The
+core is a `core.Visit` per call: a driver asks it what to do next (a `core.Do`), does
+that one thing and hands the result back, which names the next thing. The path of one
+call through the stage, in once and out once:
+
+    in     ``Visit.of(call)``: ``None`` when there is nothing to decide (dedup off, or
+           no scope): the call passes straight on. Else its key, mode and scope, once.
+           A call that may have twins in its step joins their group (`twins.Twins`):
+    WAIT_TWIN   a follower waits for its leader, then takes its share (``ANSWER``)
+           or, when the ledger answers the twins, goes on as any repeat (``ASK``).
+    ASK    the ledger reads the key's entry, decides (`logic.decide`, the table of
+           what an earlier identical call means) and writes what it decided, in one
+           step; ``Visit.told`` turns its `core.Verdict` into the next thing:
+    WAIT_ENTRY  an identical read runs now: wait for it once, then ``ASK`` again;
+    ANSWER ``Visit.answer``: the earlier result (reused, replayed), or raised
+           (blocked, or a write whose outcome is still unknown);
+    PASS   it still runs after that wait: run untracked, nothing recorded;
+    RUN    run the rest of the pipeline; ``Visit.ran``, ``failed`` (the one place
+           where dedup classifies an exception) or ``cut`` (cancelled) give the
+           `core.End` the ledger records.
+    out    a leader settles its twins' group with ``Visit.share``.
 """
 
 from __future__ import annotations
