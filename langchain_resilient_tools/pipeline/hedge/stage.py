@@ -37,8 +37,11 @@ budget (`budget.HedgeBudget`: a bucket of `budget.BURST` tokens that each first 
 adds `Hedge.budget` of a token to) or the retry budget is spent. A write is never hedged: `hedge` on a tool that is not
 idempotent is ignored, and said once by its adapter (`core.ignored`).
 
-The sync driver runs every attempt of a race on the dispatch pool's threads (the caller
-only waits for the first good answer); the async driver runs each as a task.
+One core decides, two thin drivers wait and run: both ask the call's `logic.Race` what
+to do next (`Race.next`: wait, send the hedge now due, or stop) and hand it each
+attempt's end. The sync driver runs every attempt of a race on the dispatch pool's
+threads (the caller only waits for the first good answer); the async driver runs each as
+a task.
 """
 
 from __future__ import annotations
