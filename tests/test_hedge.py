@@ -581,3 +581,25 @@ def test_the_default_policy_leaves_the_hedge_stage_out() -> None:
     stage = next(s for s in node.pipeline.stages if s.name == "hedge")
     assert not stage.applies(node.pipeline.resolver.resolve("search_docs"))
     assert stage.applies(PolicyResolver(ToolPolicy(hedge="auto"), {}).resolve("search_docs"))
+
+
+def test_the_race_says_when_each_hedge_is_due() -> None:
+    """The core both drivers share: wait until the next hedge is due, then send it."""
+    from langchain_resilient_tools.pipeline.hedge.logic import Move
+
+    race = Race(delay=1.0, max_hedges=2, began=10.0)
+    race.start()
+    assert race.due == 11.0 and race.next(10.5) is Move.WAIT
+    assert race.next(11.0) is Move.HEDGE  # the first hedge is due
+    race.start()
+    assert race.due == 12.0 and race.next(11.5) is Move.WAIT
+    assert race.next(30.0) is Move.HEDGE  # late, but due: the second
+    race.start()
+    assert race.due is None and race.next(99.0) is Move.WAIT  # no more: wait for an answer
+    race.won(2, "c")
+    assert race.next(99.0) is Move.DONE and race.outcome() == "c"
+    held = Race(delay=1.0, max_hedges=3, began=0.0)
+    held.start()
+    assert held.next(1.0) is Move.HEDGE
+    held.hold()  # it may not go now (budget, circuit ...): none goes later in this race
+    assert held.due is None and held.next(5.0) is Move.WAIT

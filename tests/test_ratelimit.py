@@ -318,3 +318,49 @@ def test_slots_hand_over_in_order_and_never_leak() -> None:
     slots.release()
     assert slots.in_use == 0 and not slots._waiters
     assert asyncio.run(slots.aacquire(0)) and slots.in_use == 1
+
+
+class _Grants(rate_limiters.BaseRateLimiter):
+    """A limiter that grants a token on every `every`-th ask (no waiting, no clock)."""
+
+    check_every_n_seconds = 0.25
+
+    def __init__(self, every: int) -> None:
+        self.every, self.asked = every, 0
+
+    def acquire(self, *, blocking: bool = True) -> bool:
+        self.asked += 1
+        return self.asked % self.every == 0
+
+    async def aacquire(self, *, blocking: bool = True) -> bool:
+        return self.acquire(blocking=blocking)
+
+
+def test_the_queue_decides_the_waits_both_drivers_make() -> None:
+    """The core of the limits stage: how long to pause for a token, and when to give up."""
+    from langchain_resilient_tools.core.call import Call, CallRecord
+    from langchain_resilient_tools.core.errors import AttemptTimeout
+    from langchain_resilient_tools.core.policy import ResolvedPolicy
+
+    clock = FakeClock()
+    resolved = ResolvedPolicy(ToolPolicy(clock=clock), "get_item")
+
+    def call(**fields: Any) -> Call:
+        return Call("c1", "get_item", {}, None, resolved, CallRecord("get_item", "c1"), **fields)
+
+    queue = limit.Queue(call(), None, _Grants(every=3))
+    assert [queue.pause(), queue.pause(), queue.pause()] == [0.25, 0.25, None]
+    clock.advance(0.5)
+    queue.admitted()
+    assert queue.call.record.queued_ms == 500.0
+    near = limit.Queue(call(deadline=clock() + 0.1), None, _Grants(every=9))
+    assert near.pause() == pytest.approx(0.1)  # cut to what is left of the deadline
+    clock.advance(0.1)
+    with pytest.raises(AttemptTimeout) as late:
+        near.pause()
+    assert late.value.started is False and late.value.timeout == pytest.approx(0.1)
+    with pytest.raises(AttemptTimeout):
+        limit.Queue(call(hedge=1), None, _Grants(every=2)).pause()  # a hedge never waits
+    assert limit.Queue(call(hedge=1), None, None).slot_wait() == 0.0
+    assert limit.Queue(call(deadline=clock() + 2.0), None, None).slot_wait() == 2.0
+    assert limit.Queue(call(), None, None).pause() is None  # no limiter: nothing to wait for

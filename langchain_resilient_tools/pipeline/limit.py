@@ -10,6 +10,10 @@ call record (``queued_ms``).
 A hedge (`Call.hedge`, `pipeline.hedge`) never waits: when no slot or token is free at
 once it is not sent (``AttemptTimeout(started=False)``), since a hedge is only worth
 sending into spare capacity.
+
+One core decides (`Queue`: how long to wait for a slot, whether a token is free or how
+long to pause before asking again, when the attempt is out of time); the stage's two
+drivers, sync and async, only wait as it says, then run the attempt.
 """
 
 from __future__ import annotations
@@ -56,25 +60,49 @@ def _poll_every(limiter: BaseRateLimiter) -> float:
     return step if isinstance(step, (int, float)) and step > 0 else POLL_S
 
 
-def _out_of_time(call: Call, started: float) -> AttemptTimeout:
-    return AttemptTimeout(round(call.resolved.policy.clock() - started, 3), started=False)
+class Queue:
+    """One attempt's way to the tool through its limits: decided here, waited for by
+    the drivers (`LimitStage.wrap`, `LimitStage.awrap`)."""
 
+    __slots__ = ("call", "limiter", "slots", "started", "step")
 
-def _wait_for_slot(call: Call) -> float | None:
-    """How long `call` may wait for a slot: what is left of its deadline; none for a hedge."""
-    return 0.0 if call.hedge else _deadline.remaining_or_none(call)
+    def __init__(self, call: Call, slots: Slots | None, limiter: BaseRateLimiter | None) -> None:
+        self.call = call
+        self.slots = slots
+        """The tool's slots (`Limits.max_concurrency`), if it has any."""
+        self.limiter = limiter
+        """The tool's rate limiter (`Limits.rate_limit`), if it has one."""
+        self.started = call.resolved.policy.clock()
+        self.step = POLL_S if limiter is None else _poll_every(limiter)
 
+    def slot_wait(self) -> float | None:
+        """How long the attempt may wait for a slot: what is left of its deadline (`None`:
+        no deadline); none for a hedge."""
+        return 0.0 if self.call.hedge else _deadline.remaining_or_none(self.call)
 
-def _next_pause(call: Call, step: float, started: float) -> float:
-    """How long to wait before asking the rate limiter again: a polling step, cut to
-    what is left of the call's deadline (none left: the call is out of time; a hedge
-    does not wait at all)."""
-    if call.hedge:
-        raise _out_of_time(call, started)
-    left = _deadline.remaining(call)
-    if left is not None and left <= 0:
-        raise _out_of_time(call, started)
-    return step if left is None else min(step, left)
+    def out_of_time(self) -> AttemptTimeout:
+        """The attempt's failure when it got no slot or token in time (never started)."""
+        waited = self.call.resolved.policy.clock() - self.started
+        return AttemptTimeout(round(waited, 3), started=False)
+
+    def pause(self) -> float | None:
+        """`None` when a token was taken (or there is no limiter); else how long to pause
+        before asking again: a polling step, cut to what is left of the call's deadline.
+        Raises `out_of_time` when none is left (a hedge does not wait at all)."""
+        limiter = self.limiter
+        if limiter is None or limiter.acquire(blocking=False):
+            return None
+        call = self.call
+        if call.hedge:
+            raise self.out_of_time()
+        left = _deadline.remaining(call)
+        if left is not None and left <= 0:
+            raise self.out_of_time()
+        return self.step if left is None else min(self.step, left)
+
+    def admitted(self) -> None:
+        """The attempt goes on: the time it waited is kept in its record (``queued_ms``)."""
+        self.call.record.queued_ms += (self.call.resolved.policy.clock() - self.started) * 1000
 
 
 class LimitStage(Stage):
@@ -99,19 +127,18 @@ class LimitStage(Stage):
             return limit
         return self.limiters.get(call.name, lambda: make_limiter(float(limit)))
 
+    def _queue(self, call: Call) -> Queue:
+        return Queue(call, self._slots(call), self._limiter(call))
+
     def wrap(self, call: Call, call_next: Next) -> Any:
-        clock = call.resolved.policy.clock
-        started = clock()
-        slots = self._slots(call)
-        if slots is not None and not slots.acquire(_wait_for_slot(call)):
-            raise _out_of_time(call, started)
+        queue = self._queue(call)
+        slots = queue.slots
+        if slots is not None and not slots.acquire(queue.slot_wait()):
+            raise queue.out_of_time()
         try:
-            limiter = self._limiter(call)
-            if limiter is not None:
-                step = _poll_every(limiter)
-                while not limiter.acquire(blocking=False):
-                    _pause(_next_pause(call, step, started))
-            call.record.queued_ms += (clock() - started) * 1000
+            while (pause := queue.pause()) is not None:
+                _pause(pause)
+            queue.admitted()
             return call_next(call)
         finally:
             if slots is not None:
@@ -121,22 +148,18 @@ class LimitStage(Stage):
         return self._awrap(call, call_next)
 
     async def _awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        clock = call.resolved.policy.clock
-        started = clock()
-        slots = self._slots(call)
+        queue = self._queue(call)
+        slots = queue.slots
         if slots is not None:
             # A hedge does not queue: its look for a free slot never blocks the loop.
-            wait = _wait_for_slot(call)
+            wait = queue.slot_wait()
             got = slots.acquire(0.0) if wait == 0.0 else await slots.aacquire(wait)
             if not got:
-                raise _out_of_time(call, started)
+                raise queue.out_of_time()
         try:
-            limiter = self._limiter(call)
-            if limiter is not None:
-                step = _poll_every(limiter)
-                while not limiter.acquire(blocking=False):
-                    await _apause(_next_pause(call, step, started))
-            call.record.queued_ms += (clock() - started) * 1000
+            while (pause := queue.pause()) is not None:
+                await _apause(pause)
+            queue.admitted()
             return await call_next(call)
         finally:
             if slots is not None:

@@ -20,7 +20,6 @@ from cachetools import TTLCache
 from langchain_core.messages import AIMessage
 
 from ...core.call import Call
-from ...core.errors import OutcomeStillUnknown
 from ...core.key import canonical
 from ...core.policy import DedupMode
 
@@ -134,14 +133,6 @@ def scope_of(call: Call) -> str | None:
     return None
 
 
-def run_untracked(call: Call) -> Call:
-    """`call`, to run untracked while an identical one is still running after the wait;
-    a write is never run twice, so for one this answers ``unknown_outcome`` instead."""
-    if not call.idempotent:
-        raise OutcomeStillUnknown()
-    return call
-
-
 def effective_mode(mode: DedupMode | None, idempotent: bool) -> DedupMode:
     """`ToolPolicy.dedup` with `None` resolved: reuse reads, block writes."""
     if mode is not None:
@@ -151,15 +142,16 @@ def effective_mode(mode: DedupMode | None, idempotent: bool) -> DedupMode:
 
 def decide(
     mode: DedupMode, idempotent: bool, entry: Entry | None, call_id: str = "",
-    pos: str | None = None,
+    pos: str | None = None, *, here: bool = True,
 ) -> Action:  # fmt: skip
     """The action for call `call_id` (issued at `pos`) whose earlier identical call is
-    `entry` (if any)."""
+    `entry` (if any). `here`: the entry is this process's, where a call may wait for
+    another; a write that runs in another worker now is blocked instead."""
     if mode == "off" or entry is None or entry.status == "failed":
         return Action.RUN
     if entry.made_by(call_id, pos):
         if entry.status == "pending":  # this very call still runs (a step re-run early)
-            return Action.WAIT
+            return Action.WAIT if here or idempotent else Action.BLOCK
         if entry.status in ("ok", "unknown_outcome"):
             return Action.REPLAY
     if entry.status == "pending":

@@ -1,4 +1,4 @@
-"""The dedup ledger on a shared `StateBackend` (`shared_begin`).
+"""The dedup ledger on a shared `StateBackend` (`SharedLedger`).
 
 The first worker to `claim` the call key runs the call; a repeat anywhere sees the entry
 (``pending`` -> blocked for writes, its result -> reused). A repeat of a read still
@@ -17,7 +17,7 @@ which knows the write's owner and lease, decided.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any
 
 from ...core.call import Call
 from ...core.errors import BackendError
@@ -25,22 +25,14 @@ from ...core.resume import position
 from ...runtime.owner import alive, me
 from ...state.backend import StateBackend
 from ..shared import fail
-from .logic import Action, Entry, Status, decide, effective_mode, scope_of
+from .core import COUNTED, RUNS, End, Verdict, Visit
+from .graph_state import persist
+from .local import LocalLedger
+from .logic import Action, Entry, Status, decide, scope_of
 
 log = logging.getLogger(__name__)
 
 NS_DEDUP = "dedup"
-
-
-class LedgerOwner(Protocol):
-    """What the shared ledger needs of the dedup stage that owns the call's entry (the
-    stage's own bookkeeping of a finished, aborted or persisted call)."""
-
-    def _end(self, call: Call, key: str, entry: Entry, value: Any, exc: Exception | None) -> None: ...
-
-    def _abort(self, call: Call, entry: Entry) -> None: ...
-
-    def _persist(self, call: Call, key: str, entry: Entry) -> None: ...
 
 
 def _ledger_key(call: Call, key: str) -> str:
@@ -80,71 +72,72 @@ def _pending(call: Call, entry: Entry, now: float) -> dict[str, Any]:
     return {**entry.persisted(call.name), "owner": me(), "lease_until": now + lease}
 
 
-class _Shared:
-    """One call's way through the shared ledger (decide once, then write the outcome)."""
+class SharedLedger:
+    """The dedup ledger on a store shared by the workers, for one call: decide
+    (`begin`), then write how the run ended (`end`). When the store fails and the policy
+    fails open, this pipeline's own ledger decides instead, and is told the end."""
 
-    def __init__(self, stage: LedgerOwner, call: Call, key: str, backend: StateBackend) -> None:
-        self.stage, self.call, self.key, self.backend = stage, call, key, backend
-        self.lkey = _ledger_key(call, key)
-        self.ttl = call.resolved.policy.dedup.ttl_s
+    __slots__ = ("backend", "fallen", "lkey", "local", "ttl")
 
-    def begin(self) -> tuple[Action, Entry | None]:
-        """The action; for RUN/WARN the pending entry of this call (now in the store)."""
-        call, backend = self.call, self.backend
-        mode = effective_mode(call.resolved.policy.dedup.mode, call.idempotent)
+    remote = True
+    """Its operations are I/O: the async driver runs them off the event loop."""
+
+    def __init__(self, local: LocalLedger, backend: StateBackend) -> None:
+        self.local, self.backend = local, backend
+        self.lkey = ""
+        self.ttl = 0.0
+        self.fallen = False
+        """The store failed: this pipeline's own ledger decided."""
+
+    def begin(self, visit: Visit) -> Verdict:
+        """`visit`'s verdict; for RUN/WARN its pending entry is now in the store."""
+        try:
+            self.fallen = False
+            return self._begin(visit)
+        except BackendError as exc:
+            fail(visit.call, exc, "dedup")
+            self.fallen = True
+            return self.local.begin(visit)
+
+    def _begin(self, visit: Visit) -> Verdict:
+        call, backend = visit.call, self.backend
+        self.lkey = _ledger_key(call, visit.key)
+        self.ttl = ttl = call.resolved.policy.dedup.ttl_s
         now = backend.clock()
         pos = position(call)
         pending = Entry("pending", at=now, call_id=call.id, pos=pos)
-        if backend.claim(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=self.ttl):
-            return Action.RUN, pending
+        if backend.claim(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=ttl):
+            return Verdict(Action.RUN, pending)
         entry = _restore(backend.get(NS_DEDUP, self.lkey), call, now)
-        action = decide(mode, call.idempotent, entry, call.id, pos)
         if entry is None:  # gone between claim and get: run untracked
-            return Action.WAIT, None
-        if action is Action.WAIT and not call.idempotent:
-            action = Action.BLOCK  # another worker runs this write now: nobody waits here
-        if action is Action.REPLAY:
-            return action, entry
-        if action in (Action.RUN, Action.WARN):
+            return Verdict(Action.WAIT, None)
+        # A pending write of this very call runs in some worker: blocked, never waited for.
+        action = decide(visit.mode, call.resolved.idempotent, entry, call.id, pos, here=False)
+        if action in RUNS:
             pending.repeats = entry.repeats + 1
-            backend.put(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=self.ttl)
-            return action, pending
-        entry.repeats += 1
-        if action is not Action.WAIT:
-            self.stage._persist(call, self.key, entry)
+            backend.put(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=ttl)
+            return Verdict(action, pending)
+        if action in COUNTED:
+            entry.repeats += 1
+            persist(call, visit.key, entry)
             if entry.status != "pending":
-                backend.put(NS_DEDUP, self.lkey, entry.persisted(call.name), ttl=self.ttl)
-        return action, entry
+                backend.put(NS_DEDUP, self.lkey, entry.persisted(call.name), ttl=ttl)
+        return Verdict(action, entry)
 
-    def end(self, entry: Entry, value: Any, exc: Exception | None) -> None:
-        self.stage._end(self.call, self.key, entry, value, exc)
-        self._write(entry)
-
-    def abort(self, entry: Entry) -> None:
-        self.stage._abort(self.call, entry)
-        self._write(entry)
-
-    def _write(self, entry: Entry) -> None:
+    def end(self, visit: Visit, end: End) -> None:
+        """Record how `visit`'s run ended, here and in the store."""
+        if self.fallen:
+            return self.local.end(visit, end)
+        entry = visit.verdict.entry if visit.verdict is not None else None
+        assert entry is not None, "only a call that runs under an entry ends"
+        entry.status, entry.content = end.status, end.content
+        if end.keep:
+            persist(visit.call, visit.key, entry)
         try:
             if entry.status == "failed":  # nothing to keep: the next call may claim it
                 self.backend.delete(NS_DEDUP, self.lkey)
             else:
-                data = entry.persisted(self.call.name)
+                data = entry.persisted(visit.call.name)
                 self.backend.put(NS_DEDUP, self.lkey, data, ttl=self.ttl)
         except BackendError as exc:  # a write stays "pending" there until its TTL
-            log.warning("state store failed (dedup update of %s): %s", self.call.name, exc)
-
-
-def shared_begin(
-    stage: LedgerOwner, call: Call, key: str, backend: StateBackend
-) -> tuple[_Shared, Action, Entry | None] | None:
-    """Decide `call` through the store: the ledger session, the action and the entry
-    (`DedupStage` then runs the call as for a local ledger); `None` when the store
-    failed and the policy fails open (the local ledger decides)."""
-    shared = _Shared(stage, call, key, backend)
-    try:
-        action, entry = shared.begin()
-    except BackendError as exc:
-        fail(call, exc, "dedup")
-        return None
-    return shared, action, entry
+            log.warning("state store failed (dedup update of %s): %s", visit.call.name, exc)

@@ -2,14 +2,17 @@
 
 `hedge_delay` (for ``"auto"``: `auto_delay`) says how long an attempt may run before a
 hedge goes beside it, or that none may; `why_not` says whether a hedge may go now (the
-budget, `pipeline.hedge.budget`, is asked after it); `Race` keeps the score of the
-attempts of one call (the first good answer wins; the race fails only when every
-attempt failed).
-The stage (`pipeline.hedge.stage`) does the waiting and the running.
+budget, `pipeline.hedge.budget`, is asked after it); `Race` is the core of one hedged
+call: it says what its drivers do next (`Race.next`: wait, send a hedge, or stop) and
+keeps the score of the attempts (the first good answer wins; the race fails only when
+every attempt failed).
+The stage's two drivers (`pipeline.hedge.stage`, sync and async) do the waiting and the
+running.
 """
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -115,14 +118,34 @@ def real_wait(clock: Callable[[], float], at: float | None) -> float | None:
     return left if clock is time.monotonic else min(left, POLL_S)
 
 
+class Move(enum.Enum):
+    """What a hedge stage's driver does next in a race (`Race.next`)."""
+
+    WAIT = "wait"
+    """Wait for an attempt to end, at most until the next hedge is due (`Race.due`)."""
+    HEDGE = "hedge"
+    """A hedge is due: send it if it may go now (`why_not`, the budgets), else `hold`."""
+    DONE = "done"
+    """The race is decided: `Race.outcome` is the call's."""
+
+
 @dataclass(slots=True)
 class Race:
-    """The attempts of one hedged call: which run, which failed, which won.
+    """The attempts of one hedged call: when the next hedge is due, which attempts run,
+    which failed, which won.
 
-    Not thread-safe: the sync stage holds a lock around it. Attempt 0 is the first one,
-    1.. the hedges.
+    A driver starts the first attempt, then asks `next` until it says ``DONE``, handing
+    every attempt's end back (`won`, `lost`). Not thread-safe: the sync stage holds a
+    lock around it. Attempt 0 is the first one, 1.. the hedges.
     """
 
+    delay: float = 0.0
+    """Seconds between hedges: the n-th is due `delay` x n after the race `began`."""
+    max_hedges: int = 0
+    began: float = 0.0
+    """The `ToolPolicy.clock` time at which the first attempt started."""
+    came_due: int = 0
+    """Hedges that came due so far (sent or not)."""
     started: int = 0
     running: int = 0
     refused: int = 0
@@ -132,6 +155,27 @@ class Race:
     failures: dict[int, BaseException] = field(default_factory=dict)
     fatal: BaseException | None = None
     """Control flow or an author's mistake: it ends the race at once and is raised."""
+
+    @property
+    def due(self) -> float | None:
+        """The clock time at which the next hedge is due; `None`: no more in this race."""
+        if self.came_due >= self.max_hedges:
+            return None
+        return self.began + self.delay * (self.came_due + 1)
+
+    def next(self, now: float) -> Move:
+        """What to do at clock time `now`: wait, send the hedge now due, or stop."""
+        if self.decided:
+            return Move.DONE
+        due = self.due
+        if due is None or now < due:
+            return Move.WAIT
+        self.came_due += 1
+        return Move.HEDGE
+
+    def hold(self) -> None:
+        """The hedge that came due may not go: none goes later in this race either."""
+        self.came_due = self.max_hedges
 
     def start(self) -> int:
         """A new attempt starts; its number."""

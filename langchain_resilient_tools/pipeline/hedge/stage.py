@@ -37,8 +37,11 @@ budget (`budget.HedgeBudget`: a bucket of `budget.BURST` tokens that each first 
 adds `Hedge.budget` of a token to) or the retry budget is spent. A write is never hedged: `hedge` on a tool that is not
 idempotent is ignored, and said once by its adapter (`core.ignored`).
 
-The sync driver runs every attempt of a race on the dispatch pool's threads (the caller
-only waits for the first good answer); the async driver runs each as a task.
+One core decides, two thin drivers wait and run: both ask the call's `logic.Race` what
+to do next (`Race.next`: wait, send the hedge now due, or stop) and hand it each
+attempt's end. The sync driver runs every attempt of a race on the dispatch pool's
+threads (the caller only waits for the first good answer); the async driver runs each as
+a task.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from ..stage import AsyncNext, Env, Next, Stage
 from .budget import HedgeBudget
 from .logic import (
     RATE_LIMIT_QUIET_S,
+    Move,
     Race,
     hedge_delay,
     history_for,
@@ -174,6 +178,19 @@ class HedgeStage(Stage):
     def _attempt_of(call: Call, n: int) -> Call:
         return call if n == 0 else dataclasses.replace(call, hedge=n)
 
+    def _enter(self, call: Call) -> tuple[Race | None, LatencyHistory | None]:
+        """The call's race (`None`: one attempt alone, ``"auto"`` still learning the
+        tool's latency) and the tool's latency history; the call is counted in the
+        hedge budget."""
+        history = self._history(call)
+        options = _options(call)
+        delay = hedge_delay(options, history)
+        self.budget_for(call).record_call()
+        if delay is None:
+            return None, history
+        began = call.resolved.policy.clock()
+        return Race(delay=delay, max_hedges=options.max_hedges, began=began), history
+
     @staticmethod
     def _close(call: Call, race: Race) -> None:
         call.record.hedges += race.hedges_sent
@@ -183,12 +200,14 @@ class HedgeStage(Stage):
 
     # -- the sync driver -----------------------------------------------------------
 
-    def _alone(self, call: Call, call_next: Next, history: LatencyHistory | None) -> Any:
-        """One attempt and no race (``"auto"`` still learning the tool's latency)."""
+    def _attempt(
+        self, call: Call, attempt: Call, call_next: Next, history: LatencyHistory | None
+    ) -> Any:
+        """One attempt, timed: its latency is learned, a rate-limit answer noted."""
         clock = call.resolved.policy.clock
         start = clock()
         try:
-            value = call_next(call)
+            value = call_next(attempt)
         except BaseException as exc:
             self._failed(call, exc)
             raise
@@ -198,29 +217,21 @@ class HedgeStage(Stage):
     def wrap(self, call: Call, call_next: Next) -> Any:
         if not self._hedged(call):
             return call_next(call)
-        policy = call.resolved.policy
-        clock = policy.clock
-        history = self._history(call)
-        options = _options(call)
-        delay = hedge_delay(options, history)
-        self.budget_for(call).record_call()
-        if delay is None:
-            return self._alone(call, call_next, history)
-        race = Race()
+        race, history = self._enter(call)
+        if race is None:
+            return self._attempt(call, call, call_next, history)
+        clock = call.resolved.policy.clock
         cond = threading.Condition(threading.Lock())
         jobs: dict[int, Job[None]] = {}
 
         def one(n: int, attempt: Call) -> None:
-            start = clock()
             try:
-                value = call_next(attempt)
+                value = self._attempt(call, attempt, call_next, history)
             except BaseException as exc:  # handed to the race, which decides
-                self._failed(call, exc)
                 with cond:
                     race.lost(n, exc)
                     cond.notify_all()
                 return
-            self._answered(call, history, clock() - start)
             with cond:
                 race.won(n, value)
                 cond.notify_all()
@@ -231,21 +242,15 @@ class HedgeStage(Stage):
             attempt = self._attempt_of(call, n)
             jobs[n] = dispatch_pool().submit(lambda: ctx.run(one, n, attempt))
 
-        start = clock()
-        hedges = 0
         with cond:
             launch()
-            while not race.decided:
-                at = start + delay * (hedges + 1) if hedges < options.max_hedges else None
-                while not race.decided and (at is None or clock() < at):
-                    cond.wait(real_wait(clock, at))
-                if race.decided:
-                    break
-                hedges += 1
-                if self._may_hedge(call):
+            while (move := race.next(clock())) is not Move.DONE:
+                if move is Move.WAIT:
+                    cond.wait(real_wait(clock, race.due))
+                elif self._may_hedge(call):
                     launch()
                 else:
-                    hedges = options.max_hedges  # not now: not later in this race either
+                    race.hold()
             for n, job in jobs.items():
                 if n != race.winner and not job.done():
                     self._left_running(call.name, job)  # a loser, still running
@@ -259,9 +264,10 @@ class HedgeStage(Stage):
             return call_next(call)
         return self._arace(call, call_next)
 
-    async def _aone(
+    async def _aattempt(
         self, call: Call, attempt: Call, call_next: AsyncNext, history: LatencyHistory | None
     ) -> Any:
+        """`_attempt`, on the event loop (a cancelled attempt notes nothing)."""
         clock = call.resolved.policy.clock
         start = clock()
         try:
@@ -273,31 +279,31 @@ class HedgeStage(Stage):
         return value
 
     async def _arace(self, call: Call, call_next: AsyncNext) -> Any:
-        policy = call.resolved.policy
-        clock = policy.clock
-        history = self._history(call)
-        options = _options(call)
-        delay = hedge_delay(options, history)
-        self.budget_for(call).record_call()
-        if delay is None:
-            return await self._aone(call, call, call_next, history)
-        race = Race()
+        race, history = self._enter(call)
+        if race is None:
+            return await self._aattempt(call, call, call_next, history)
+        clock = call.resolved.policy.clock
         loop = asyncio.get_running_loop()
         live: dict[asyncio.Task[Any], int] = {}
 
         def launch() -> None:
             n = race.start()
             attempt = self._attempt_of(call, n)
-            live[loop.create_task(self._aone(call, attempt, call_next, history))] = n
+            live[loop.create_task(self._aattempt(call, attempt, call_next, history))] = n
 
-        start = clock()
-        hedges = 0
         launch()
         try:
-            while not race.decided:
-                at = start + delay * (hedges + 1) if hedges < options.max_hedges else None
+            move = Move.WAIT
+            while move is not Move.DONE:
+                if move is Move.HEDGE:
+                    if self._may_hedge(call):
+                        launch()
+                    else:
+                        race.hold()
+                # Always wait (at least one turn of the loop) before asking again: an
+                # attempt just started runs up to its first await before the next is due.
                 done, _ = await asyncio.wait(
-                    live, timeout=real_wait(clock, at), return_when=asyncio.FIRST_COMPLETED
+                    live, timeout=real_wait(clock, race.due), return_when=asyncio.FIRST_COMPLETED
                 )
                 for task in done:
                     n = live.pop(task)
@@ -306,13 +312,7 @@ class HedgeStage(Stage):
                         race.won(n, task.result())
                     else:
                         race.lost(n, exc)
-                if race.decided or at is None or clock() < at:
-                    continue
-                hedges += 1
-                if self._may_hedge(call):
-                    launch()
-                else:
-                    hedges = options.max_hedges
+                move = race.next(clock())
         finally:
             for task in live:  # the losers (or every attempt, when the caller is cancelled)
                 _losers.add(task)

@@ -1,0 +1,90 @@
+"""This pipeline's own dedup ledger: one `logic.Ledger` per tool, in memory, under a lock.
+
+`begin` reads the entry of a call's key (from memory, else from the graph state's
+``tool_ledger``, `graph_state.state_entry`), asks `logic.decide` and writes what it says
+in the same turn of the lock: a fresh ``pending`` entry for a call that runs, one more
+repeat on the entry that answers it, or a future to wait on for an identical read that
+runs now. `end` records how a run ended and wakes the calls waiting for it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+
+from ...core.call import Call
+from ...core.resume import position
+from .core import COUNTED, RUNS, End, Verdict, Visit
+from .graph_state import forget_if_gone, persist, state_entry
+from .logic import Action, Entry, Ledger, decide
+
+
+class LocalLedger:
+    """The calls this pipeline has seen, per tool; thread-safe."""
+
+    __slots__ = ("_lock", "clock", "ledgers")
+
+    remote = False
+    """Its operations take microseconds: the async driver runs them on the loop."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._lock = threading.Lock()
+        self.clock = clock
+        """The ledgers' clock (wall time, so that entries in graph state age across restarts)."""
+        self.ledgers: dict[str, Ledger] = {}
+
+    def _ledger(self, call: Call) -> Ledger:
+        ledger = self.ledgers.get(call.name)
+        if ledger is None:
+            options = call.resolved.policy.dedup
+            ledger = Ledger(ttl=options.ttl_s, max_entries=options.max_entries, clock=self.clock)
+            self.ledgers[call.name] = ledger
+        return ledger
+
+    def begin(self, visit: Visit) -> Verdict:
+        """Decide `visit`'s call and write what was decided (one turn of the lock)."""
+        call, key = visit.call, visit.key
+        scoped = (visit.scope, key)
+        with self._lock:
+            ledger = self._ledger(call)
+            entry = ledger.get(scoped)
+            if entry is not None:
+                forget_if_gone(call, entry)
+            else:
+                entry = state_entry(call.state, key)
+                if entry is not None and ledger.fresh(entry):
+                    ledger.put(scoped, entry)
+                else:
+                    entry = None
+            pos = position(call)
+            action = decide(visit.mode, call.resolved.idempotent, entry, call.id, pos)
+            if action in RUNS:
+                entry = Entry(
+                    "pending", repeats=0 if entry is None else entry.repeats + 1,
+                    at=ledger.clock(), call_id=call.id, step=call.step, pos=pos,
+                )  # fmt: skip
+                ledger.put(scoped, entry)
+                return Verdict(action, entry)
+            assert entry is not None
+            if action is Action.WAIT:
+                if entry.done is None:
+                    entry.done = concurrent.futures.Future()  # made only when someone waits
+                return Verdict(action, entry, entry.done)
+            if action in COUNTED:
+                entry.repeats += 1
+                persist(call, key, entry)
+            return Verdict(action, entry)
+
+    def end(self, visit: Visit, end: End) -> None:
+        """Record how `visit`'s run ended; wake the calls waiting for it."""
+        entry = visit.verdict.entry if visit.verdict is not None else None
+        assert entry is not None, "only a call that runs under an entry ends"
+        with self._lock:
+            entry.status, entry.content = end.status, end.content
+            done, entry.done = entry.done, None
+        if done is not None:
+            done.set_result(None)
+        if end.keep:
+            persist(visit.call, visit.key, entry)
