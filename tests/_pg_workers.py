@@ -28,7 +28,9 @@ from langchain_resilient_tools import (
 POLICY = ToolPolicy(
     timeout=5,
     retry=RetryPolicy(max_attempts=1),
-    breaker=BreakerPolicy(failure_threshold=2, recovery_time=30),
+    # Open for 10 minutes: the next worker (a spawned process, which on a loaded machine
+    # took over 30 s to start) must find the circuit still open.
+    breaker=BreakerPolicy(failure_threshold=2, recovery_time=600),
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -212,6 +213,42 @@ class Harness:
         event = threading.Event()
         self.releases.append(event)
         return event
+
+
+LONGEST_FIRST = (
+    "tests/test_crash_safety.py",
+    "tests/reliability/test_fault_injection.py",
+    "tests/test_mcp_reference.py",
+    "tests/test_backends_postgres.py",
+    "tests/test_mcp_annotations.py",
+    "tests/test_mcp.py",
+    "tests/test_server.py",
+    "tests/test_double_delivery.py",
+    "tests/test_result_scope.py",
+    "tests/test_exit.py",
+    "tests/test_public_api.py",
+    "tests/reliability/test_leaks.py",
+    "tests/test_redact.py",
+    "tests/test_notebook.py",
+)
+"""The test files that take longest (seconds per file with ``--durations``, 3.11, two
+workers), longest first. pytest-xdist hands whole files to its workers (``--dist
+loadfile``) in collection order (``--no-loadscope-reorder``; its own order is most tests
+first): a long file handed out last keeps one worker busy while the others wait. These
+go first, then the others, most tests first. A stale entry costs time, never a test."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files in `LONGEST_FIRST` order, then most tests first (each file's tests in
+    their own order)."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    count = Counter(item.nodeid.split("::", 1)[0] for item in items)
+
+    def order(item: pytest.Item) -> tuple[int, int, str]:
+        path = item.nodeid.split("::", 1)[0]
+        return rank.get(path, len(rank)), -count[path], path
+
+    items.sort(key=order)
 
 
 @pytest.fixture(params=[(a, m) for a in ADAPTERS for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}")

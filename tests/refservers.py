@@ -4,7 +4,8 @@ They are separate programs, as ``uvx`` and ``npx`` run them: their pins never me
 (today's mcp-server-git needs mcp 2.x, which langchain-mcp-adapters 0.3 does not speak as
 a client library; mcp-server-sqlite breaks on mcp 2.x). Each is installed once under
 ``.venv-mcp-servers/`` (``LRT_MCP_SERVERS_DIR`` moves it): the Python ones in a venv
-made with ``python -m venv`` and pip, the Node ones (the filesystem server) with npm; a
+made with uv where there is one (beside this Python, as the Makefile installs it, or on
+``PATH``), else with ``python -m venv`` and pip, the Node ones (the filesystem server) with npm; a
 server that cannot be installed (no network, no registry, no Node) makes its tests skip
 with the reason.
 """
@@ -62,13 +63,35 @@ def _install(script: str) -> Path:
     wanted = "\n".join(SERVERS[script])
     if exe.exists() and marker.exists() and marker.read_text() == wanted:
         return exe
-    venv.create(env, with_pip=True, clear=True)
-    pip = [str(_bin(env, "python")), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    done = subprocess.run([*pip, *SERVERS[script]], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 or not exe.exists():
-        raise RuntimeError(f"pip install {' '.join(SERVERS[script])} failed: {done.stderr[-500:]}")
+    if not (_uv_install(env, SERVERS[script]) and exe.exists()):
+        venv.create(env, with_pip=True, clear=True)
+        pip = [str(_bin(env, "python")), "-m", "pip", "install", "-q"]
+        done = subprocess.run(
+            [*pip, "--disable-pip-version-check", *SERVERS[script]],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        if done.returncode != 0 or not exe.exists():
+            raise RuntimeError(f"pip install {' '.join(SERVERS[script])} failed: {done.stderr[-500:]}")  # fmt: skip
     marker.write_text(wanted)
     return exe
+
+
+def _uv_install(env: Path, requirements: tuple[str, ...]) -> bool:
+    """A venv at `env` with `requirements`, made with uv (the one beside this Python, as
+    the Makefile installs it, or on PATH); False when there is no uv or it failed (pip
+    then does it)."""
+    beside = Path(sys.executable).parent / ("uv.exe" if sys.platform == "win32" else "uv")
+    uv = str(beside) if beside.exists() else shutil.which("uv")
+    if uv is None:
+        return False
+    steps = (
+        [uv, "venv", "--quiet", "--clear", "--python", sys.executable, str(env)],
+        [uv, "pip", "install", "--quiet", "--python", str(_bin(env, "python")), *requirements],
+    )
+    for step in steps:
+        if subprocess.run(step, capture_output=True, text=True, timeout=600).returncode != 0:
+            return False
+    return True
 
 
 def _install_npm(script: str) -> Path:

@@ -16,21 +16,14 @@ handler) nothing tells one caller from another: nothing is shared unless
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
-from langchain.agents import AgentState, create_agent
-from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.config import get_config
-from langgraph.graph import END, START, StateGraph
-from langgraph.prebuilt import InjectedState, ToolNode
 from langgraph.runtime import Runtime
 from langgraph.store.memory import InMemoryStore
 
@@ -38,86 +31,29 @@ from langchain_resilient_tools import (
     Cache,
     ResilientTool,
     ResilientToolNode,
-    ResilientToolsMiddleware,
-    ResilientToolsState,
     RetryPolicy,
     Shared,
     ToolPolicy,
 )
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
+from tests import _users
+from tests._users import ADAPTERS, CURRENT, MODES, SERVICE, Ctx, get_my_orders
 from tests.clock import FakeClock
-
-RUNS: dict[str, Any] = {"n": 0, "down": False, "test": ""}
-CURRENT = {"user": ""}
-"""Who asks, as a web application keeps it for the request it serves (read undeclared)."""
 
 
 @pytest.fixture(autouse=True)
 def _reset() -> Iterator[None]:
-    RUNS.update(n=0, down=False, test=uuid.uuid4().hex[:8])
-    CURRENT["user"] = ""
+    _users.reset()
     yield
 
 
-def _serve(user: str) -> str:
-    RUNS["n"] += 1
-    if RUNS["down"]:
-        raise ConnectionError("orders service unreachable")
-    return f"orders of {user}"
-
-
-@dataclass
-class Ctx:
-    user: str
-
-
-class UserState(ResilientToolsState):
-    user: str
-
-
-class AgentUserState(AgentState[Any]):
-    user: str
-
-
-@tool
-def get_orders_by_config(config: RunnableConfig) -> str:
-    """The current user's orders (the user is read from the run's config)."""
-    return _serve(config["configurable"]["user_id"])
-
-
-@tool
-def get_orders_by_context(runtime: ToolRuntime[Ctx]) -> str:
-    """The current user's orders (the user is LangGraph's runtime context)."""
-    return _serve(runtime.context.user)
-
-
-@tool
-def get_orders_by_user_field(user: Annotated[str, InjectedState("user")]) -> str:
-    """The current user's orders (the user is one field of the graph state)."""
-    return _serve(user)
-
-
-@tool
-def get_orders_undeclared() -> str:
-    """The current user's orders (the user is read from the config, undeclared)."""
-    return _serve(get_config()["configurable"]["user_id"])
-
-
-@tool
-def get_my_orders() -> str:
-    """The current user's orders (the user is the request's, as the web app keeps it)."""
-    return _serve(CURRENT["user"])
-
-
 TOOLS: dict[str, BaseTool] = {
-    "config": get_orders_by_config,
-    "context": get_orders_by_context,
-    "state_field": get_orders_by_user_field,
-    "undeclared": get_orders_undeclared,
+    "config": _users.get_orders_by_config,
+    "context": _users.get_orders_by_context,
+    "state_field": _users.get_orders_by_user_field,
+    "undeclared": _users.get_orders_undeclared,
     "request": get_my_orders,
 }
-ADAPTERS = ("node", "tool", "middleware")
-MODES = ("sync", "async")
 FEATURES = {
     "dedup": {},  # the default policy: a read is deduplicated within its thread
     "cache": {"cache": {"ttl_s": 600.0}, "dedup": "off"},
@@ -160,7 +96,7 @@ class App:
         configurable: dict[str, Any] = {"user_id": user} if told else {}
         context = Ctx(user if told else "web")
         if self.threaded:
-            configurable["thread_id"] = f"{RUNS['test']}-{thread}"
+            configurable["thread_id"] = f"{SERVICE['test']}-{thread}"
         calls = [tool_call(self.tool_name, {}, id=i) for i in ids]
         ai = AIMessage("", tool_calls=calls, id=message_id)
         payload: dict[str, Any] = {"user": user}
@@ -191,27 +127,8 @@ def _app(
 ) -> App:
     the_tool = TOOLS[kind]
     saver = saver or (InMemorySaver() if threaded else None)
-    if adapter == "middleware":
-        model = ScriptedChatModel(script=[AIMessage("done")])
-        app = create_agent(
-            model,
-            tools=[the_tool],
-            middleware=[ResilientToolsMiddleware(policy=policy)],
-            state_schema=AgentUserState,
-            context_schema=Ctx,
-            checkpointer=saver,
-            store=store,
-        )
-        return App(app, mode, the_tool.name, model, threaded)
-    if adapter == "node":
-        node: Any = ResilientToolNode([the_tool], policy=policy)
-    else:
-        node = ToolNode([ResilientTool.wrap(the_tool, policy=policy)], handle_tool_errors=True)
-    graph = StateGraph(UserState, context_schema=Ctx)
-    graph.add_node("tools", node)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    return App(graph.compile(checkpointer=saver, store=store), mode, the_tool.name, None, threaded)
+    app, model = _users.build(adapter, the_tool, policy, saver=saver, store=store)
+    return App(app, mode, the_tool.name, model, threaded)
 
 
 def _served_by(message: ToolMessage) -> str:
@@ -242,14 +159,14 @@ def test_two_users_on_one_thread_never_share_a_result(
 ) -> None:
     app = _app(adapter, mode, kind, _policy(feature))
     assert app.ask("alice")[0].content == "orders of alice"
-    RUNS["down"] = feature == "stale"
+    SERVICE["down"] = feature == "stale"
     _check_bob(feature, app.ask("bob", ids=("c2",))[0])
-    RUNS["down"] = False
+    SERVICE["down"] = False
     again = app.ask("alice", ids=("c3",))[0]  # alice again, on the same thread: hers
     assert str(again.content).endswith("orders of alice")
     if feature != "stale":
         assert _served_by(again) == feature
-        assert RUNS["n"] == 2
+        assert SERVICE["runs"] == 2
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -267,7 +184,7 @@ def test_two_workers_sharing_a_store_keep_users_on_one_thread_apart(
     assert bob.content == "orders of bob"
     again = two.ask("alice", ids=("c3",))[0]
     assert str(again.content).endswith("orders of alice") and _served_by(again) == "dedup"
-    assert RUNS["n"] == 2
+    assert SERVICE["runs"] == 2
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -285,7 +202,7 @@ def test_the_ledger_in_graph_state_keeps_users_on_one_thread_apart(
     assert after.ask("bob", ids=("c2",))[0].content == "orders of bob"
     again = after.ask("alice", ids=("c3",))[0]
     assert str(again.content).endswith("orders of alice") and _served_by(again) == "dedup"
-    assert RUNS["n"] == 2
+    assert SERVICE["runs"] == 2
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -300,7 +217,7 @@ def test_identical_calls_of_one_step_are_still_one_call(kind: str, adapter: str,
     assert all(str(m.content).endswith("orders of alice") for m in alice)
     bob = app.ask("bob", ids=("b1", "b2"))
     assert all(str(m.content).endswith("orders of bob") for m in bob)
-    assert RUNS["n"] == 2
+    assert SERVICE["runs"] == 2
 
 
 # -- no thread: nothing is shared unless "global" --------------------------------------
@@ -314,11 +231,11 @@ def test_no_thread_shares_no_kept_result(feature: str, adapter: str, mode: str) 
     request's, which the layer cannot see, so a kept result is never served."""
     app = _app(adapter, mode, "request", _policy(feature), threaded=False)
     assert app.ask("alice")[0].content == "orders of alice"
-    RUNS["down"] = feature == "stale"
+    SERVICE["down"] = feature == "stale"
     _check_bob(feature, app.ask("bob", ids=("c2",))[0])
-    RUNS["down"] = False
+    SERVICE["down"] = False
     assert app.ask("alice", ids=("c3",))[0].content == "orders of alice"  # ran again
-    assert RUNS["n"] == 3
+    assert SERVICE["runs"] == 3
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -333,7 +250,7 @@ def test_no_thread_dedup_keeps_users_apart(kind: str, adapter: str, mode: str) -
     bob = app.ask("bob", ids=("call_0", "call_1"), message_id="ai-0")
     assert bob[0].content == "orders of bob" and _served_by(bob[0]) == "tool"
     assert str(bob[1].content).endswith("orders of bob")
-    assert RUNS["n"] == 2
+    assert SERVICE["runs"] == 2
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -356,7 +273,7 @@ def test_no_thread_dedup_never_outlives_its_step(mode: str) -> None:
 
     assert [a.endswith("orders of alice") for a in ask("alice")] == [True, True]
     assert [b.endswith("orders of bob") for b in ask("bob")] == [True, True]
-    assert RUNS["n"] == 2
+    assert SERVICE["runs"] == 2
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -366,7 +283,7 @@ def test_no_thread_shares_when_told_global(adapter: str, mode: str) -> None:
     app = _app(adapter, mode, "request", _policy("cache", scope="global"), threaded=False)
     app.ask("alice")
     hit = app.ask("alice", ids=("c2",))[0]
-    assert _served_by(hit) == "cache" and RUNS["n"] == 1
+    assert _served_by(hit) == "cache" and SERVICE["runs"] == 1
 
 
 # -- a wrapped tool called outside any graph (a web handler calling it directly) --------
@@ -385,14 +302,14 @@ def test_a_wrapped_tool_outside_a_graph_shares_nothing(feature: str, form: str, 
         return answer.content if isinstance(answer, ToolMessage) else answer
 
     assert ask("alice", "c1") == "orders of alice"
-    RUNS["down"] = feature == "stale"
+    SERVICE["down"] = feature == "stale"
     bob = ask("bob", "c2")
     assert "alice" not in str(bob)
     if feature == "cache":
         assert bob == "orders of bob"
-    RUNS["down"] = False
+    SERVICE["down"] = False
     assert ask("alice", "c3") == "orders of alice"
-    assert RUNS["n"] == 3
+    assert SERVICE["runs"] == 3
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -401,4 +318,4 @@ def test_a_wrapped_tool_outside_a_graph_shares_when_told_global(mode: str) -> No
     for call_id in ("c1", "c2"):
         call = tool_call(wrapped.name, {}, id=call_id)
         answer = wrapped.invoke(call) if mode == "sync" else asyncio.run(wrapped.ainvoke(call))
-    assert _served_by(answer) == "cache" and RUNS["n"] == 1
+    assert _served_by(answer) == "cache" and SERVICE["runs"] == 1

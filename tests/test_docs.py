@@ -29,6 +29,12 @@ FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
 NOT_RUN = re.compile(r"<!-- not-run: (.+?) -->\s*$")
 MAX_NOT_RUN = 4
 """Blocks left out in all pages together: an exception needs a reason and room."""
+RUN_ELSEWHERE = {
+    "docs/builtins.md": "tests/test_builtins.py",
+    "docs/state-records.md": "tests/test_state_records.py",
+}
+"""Pages whose Python blocks a test of their subject runs, each block on its own (a
+stronger check than one namespace per page): run there, not twice."""
 
 def _rel(page: Path) -> str:
     return str(page.relative_to(ROOT))
@@ -54,7 +60,9 @@ def _with_code(lang: str) -> list[Path]:
 
 
 @pytest.mark.filterwarnings("ignore:create_react_agent has been moved:DeprecationWarning")
-@pytest.mark.parametrize("page", _with_code("python"), ids=_rel)
+@pytest.mark.parametrize(
+    "page", [p for p in _with_code("python") if _rel(p) not in RUN_ELSEWHERE], ids=_rel
+)
 def test_page_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A module of its own in sys.modules, as a user's script is: type hints that name the
     # page's imports (a state's `Annotated[...]` fields) resolve in it.
@@ -67,6 +75,12 @@ def test_page_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         # Padded so that a traceback names the line of the page.
         compiled = compile("\n" * (line - 1) + code, _rel(page), "exec")
         exec(compiled, namespace)
+
+
+def test_pages_run_elsewhere_are_run_there() -> None:
+    for page, test in RUN_ELSEWHERE.items():
+        assert blocks(ROOT / page), page
+        assert page in (ROOT / test).read_text(), f"{test} does not run {page}"
 
 
 def test_blocks_left_out_are_few_and_say_why() -> None:

@@ -86,6 +86,17 @@ def http_tools() -> Iterator[list[BaseTool]]:
         stop(proc)
 
 
+@pytest.fixture(scope="module")
+def gone_server_tools() -> list[BaseTool]:
+    """The tools of an HTTP server that is gone before they are called (each call opens
+    a connection of its own, and finds nothing there)."""
+    proc, url = start_http_server()
+    try:
+        return asyncio.run(http_client(url).get_tools())
+    finally:
+        stop(proc)
+
+
 CALLS = [
     tool_call("get_weather", {"city": "Paris"}, id="ok"),
     tool_call("get_order", {"order_id": 7}, id="raises"),
@@ -164,16 +175,13 @@ def test_server_error_text_loses_internals_not_help(
     assert harness.stats()["read_report"]["errors_by_type"] == {"tool_error": 1}
 
 
-def test_transport_failure_is_a_retryable_infrastructure_error(harness: Harness) -> None:
-    proc, url = start_http_server()
-    try:
-        tools = asyncio.run(http_client(url).get_tools())
-    finally:
-        stop(proc)  # the server is gone before the call
+def test_transport_failure_is_a_retryable_infrastructure_error(
+    harness: Harness, gone_server_tools: list[BaseTool]
+) -> None:
     policy = ToolPolicy(retry=RetryPolicy(max_attempts=2))
     # the read it calls (the server's other tools are no known reads: a retry for
     # every tool would be said to be ignored for them, `core.ignored`)
-    reads = [t for t in tools if t.name == CALLS[0]["name"]]
+    reads = [t for t in gone_server_tools if t.name == CALLS[0]["name"]]
     result = harness.run(reads, [CALLS[0]], policy=policy)
     data = envelope(result["ok"])
     assert data["error"] == "transient_failure"

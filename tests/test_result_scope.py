@@ -11,21 +11,14 @@ two workers (two adapters) sharing one store (InMemoryStore here, PostgreSQL bel
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
-from langchain.agents import AgentState, create_agent
-from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, InjectedToolArg, tool
+from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.config import get_config
-from langgraph.graph import END, START, StateGraph
-from langgraph.prebuilt import InjectedState, InjectedStore, ToolNode
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
@@ -33,98 +26,35 @@ from langchain_resilient_tools import (
     Cache,
     CacheKeyInfo,
     ResilientTool,
-    ResilientToolNode,
-    ResilientToolsMiddleware,
-    ResilientToolsState,
     RetryPolicy,
     Shared,
     ToolPolicy,
 )
-from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
+from langchain_resilient_tools.testing import tool_call
+from tests import _users
+from tests._users import ADAPTERS, MODES, SERVICE, Ctx, get_orders_by_arg
 from tests.clock import FakeClock
-
-SERVICE: dict[str, Any] = {"down": False, "runs": 0, "test": ""}
 
 
 @pytest.fixture(autouse=True)
 def _service() -> Iterator[None]:
     """Each test its own thread ids (a database outlives a test)."""
-    SERVICE.update(down=False, runs=0, test=uuid.uuid4().hex[:8])
+    _users.reset()
     yield
 
 
-def _serve(user: str) -> str:
-    SERVICE["runs"] += 1
-    if SERVICE["down"]:
-        raise ConnectionError("orders service unreachable")
-    return f"orders of {user}"
-
-
-@dataclass
-class Ctx:
-    user: str
-
-
-class UserState(ResilientToolsState):
-    user: str
-
-
-class AgentUserState(AgentState[Any]):
-    user: str
-
-
-@tool
-def get_orders_by_state(state: Annotated[dict[str, Any], InjectedState]) -> str:
-    """The current user's orders (the user is read from the graph state)."""
-    return _serve(state["user"])
-
-
-@tool
-def get_orders_by_user_field(user: Annotated[str, InjectedState("user")]) -> str:
-    """The current user's orders (the user is one field of the graph state)."""
-    return _serve(user)
-
-
-@tool
-def get_orders_by_config(config: RunnableConfig) -> str:
-    """The current user's orders (the user is read from the run's config)."""
-    return _serve(config["configurable"]["user_id"])
-
-
-@tool
-def get_orders_by_context(runtime: ToolRuntime[Ctx]) -> str:
-    """The current user's orders (the user is LangGraph's runtime context)."""
-    return _serve(runtime.context.user)
-
-
-@tool
-def get_orders_by_store(store: Annotated[BaseStore, InjectedStore()]) -> str:
-    """The current user's orders, read from the store under the user of the run."""
-    user = get_config()["configurable"]["user_id"]
-    item = store.get(("users",), user)
-    return _serve(item.value["name"] if item else user)
-
-
-@tool
-def get_orders_by_arg(user_id: Annotated[str, InjectedToolArg]) -> str:
-    """The current user's orders (the user is an injected argument)."""
-    return _serve(user_id)
-
-
 GRAPH_TOOLS: dict[str, BaseTool] = {
-    "state": get_orders_by_state,
-    "state_field": get_orders_by_user_field,
-    "config": get_orders_by_config,
-    "context": get_orders_by_context,
-    "store": get_orders_by_store,
+    "state": _users.get_orders_by_state,
+    "state_field": _users.get_orders_by_user_field,
+    "config": _users.get_orders_by_config,
+    "context": _users.get_orders_by_context,
+    "store": _users.get_orders_by_store,
 }
 FEATURES = {
     "cache": {"ttl_s": 600.0},
     "stale": {"stale_s": 600.0},
     "both": {"ttl_s": 600.0, "stale_s": 600.0},
 }
-ADAPTERS = ("node", "tool", "middleware")
-MODES = ("sync", "async")
 
 
 def _policy(feature: str, **cache: Any) -> ToolPolicy:
@@ -179,29 +109,8 @@ class Worker:
 
 def _worker(adapter: str, mode: str, kind: str, policy: ToolPolicy, store: BaseStore) -> Worker:
     the_tool = GRAPH_TOOLS[kind]
-    saver = InMemorySaver()
-    if adapter == "middleware":
-        model = ScriptedChatModel(script=[AIMessage("done")])
-        app = create_agent(
-            model,
-            tools=[the_tool],
-            middleware=[ResilientToolsMiddleware(policy=policy)],
-            state_schema=AgentUserState,
-            context_schema=Ctx,
-            checkpointer=saver,
-            store=store,
-        )
-        return Worker(app, mode, tool_name=the_tool.name, agent=True, model=model)
-    if adapter == "node":
-        node: Any = ResilientToolNode([the_tool], policy=policy)
-    else:
-        node = ToolNode([ResilientTool.wrap(the_tool, policy=policy)], handle_tool_errors=True)
-    graph = StateGraph(UserState, context_schema=Ctx)
-    graph.add_node("tools", node)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    app = graph.compile(checkpointer=saver, store=store)
-    return Worker(app, mode, tool_name=the_tool.name)
+    app, model = _users.build(adapter, the_tool, policy, saver=InMemorySaver(), store=store)
+    return Worker(app, mode, tool_name=the_tool.name, agent=model is not None, model=model)
 
 
 def _store() -> InMemoryStore:

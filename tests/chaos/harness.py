@@ -9,7 +9,8 @@ forkserver that imported the worker module once, so a worker starts in milliseco
   ``[0, T)`` where T is how long an unkilled run of the same configuration took
   (measured once, `Chaos.calibrate`; that run is reported as the point ``"none"``);
 - ``"replicas"``: the first worker hangs (SIGSTOP) right after the effect; a second
-  worker resumes the thread while it is stopped, then the first is SIGKILLed;
+  worker resumes the thread while it is stopped (waiting out the hung one's journal
+  lease, `REPLICA_LEASE_S`), then the first is SIGKILLed;
 
 then a fresh worker resumes the thread (or sends the input again when nothing was
 saved), and `count` reads what happened from the outbox, the lookups, the person's
@@ -39,6 +40,10 @@ PARENT_POINTS: tuple[str, ...] = ("random", "replicas")
 
 WAIT_S = 120.0
 """Longest a worker may take before the harness gives up on it (a hang is a finding)."""
+REPLICA_LEASE_S = 2.0
+"""The journal's lease in a ``"replicas"`` kill (the default is 10 s): the resuming
+replica finds the hung one's write running and waits its lease out before it takes the
+outcome for unknown; a shorter lease changes when it decides, not what."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,7 @@ class Chaos:
             "config": kill.config, "storage": kill.storage, "dir": str(folder),
             "thread_id": f"{kill.name}-{uuid.uuid4().hex[:8]}", "pg_url": self.pg_url,
             "kill": armed, "tool_delay": self.tool_delay,
+            "lease_s": REPLICA_LEASE_S if kill.point == "replicas" else None,
         }  # fmt: skip
 
     def calibrate(self, config: str, storage: str) -> float:

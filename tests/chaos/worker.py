@@ -25,6 +25,9 @@ scenario names, once, in the first process of a scenario only:
 - ``after_checkpoint``: right after the checkpoint that follows the tools' answers;
 - ``stop_after_effect``: SIGSTOPs itself after the effect instead (a hung replica).
 
+A scenario's ``lease_s`` sets the journal's lease (the default policy's 10 s otherwise):
+the harness shortens it where a resume waits it out (a hung replica).
+
 Then a fresh process resumes (``role="resume"``): ``app.invoke(None, config)``, or the
 input again when no checkpoint of the thread was saved.
 
@@ -60,6 +63,7 @@ from langgraph.store.sqlite import SqliteStore
 from langgraph.types import Command
 
 from langchain_resilient_tools import (
+    Journal,
     ResilientToolNode,
     ResilientToolsMiddleware,
     ResilientToolsState,
@@ -303,22 +307,25 @@ def setup_postgres(url: str) -> None:
 # -- the graph ----------------------------------------------------------------------------
 
 
-def policy_of(config: str, folder: Path) -> ToolPolicy | None:
+def policy_of(config: str, folder: Path, lease_s: float | None = None) -> ToolPolicy | None:
+    """The configuration's policy; `lease_s` shortens the journal's lease (the default
+    policy otherwise)."""
+    options: dict[str, Any] = {} if lease_s is None else {"journal": Journal(lease_s=lease_s)}
     if config.endswith("_verify"):
-        return ToolPolicy(unknown_outcome=UnknownOutcome(verify=lookup(folder)))
+        return ToolPolicy(unknown_outcome=UnknownOutcome(verify=lookup(folder)), **options)
     if config.endswith("_interrupt"):
-        return ToolPolicy(unknown_outcome="interrupt")
-    return None
+        return ToolPolicy(unknown_outcome="interrupt", **options)
+    return ToolPolicy(**options) if options else None
 
 
 def build(sc: dict[str, Any], saver: Any, store: Any) -> Any:
-    config, folder = sc["config"], Path(sc["dir"])
+    config, folder, lease = sc["config"], Path(sc["dir"]), sc.get("lease_s")
     tools = [email_tool(folder, sc.get("tool_delay", 0.01))]
     if config == "toolnode_retry" or config.startswith("middleware"):
         middleware: Any = (
             ToolRetryMiddleware()
             if config == "toolnode_retry"
-            else ResilientToolsMiddleware(policy=policy_of(config, folder), store=store)
+            else ResilientToolsMiddleware(policy=policy_of(config, folder, lease), store=store)
         )
         return create_agent(
             model(), tools=tools, middleware=[middleware], checkpointer=saver, store=store
@@ -327,7 +334,7 @@ def build(sc: dict[str, Any], saver: Any, store: Any) -> Any:
     if config == "toolnode":
         node: Any = ToolNode(tools)
     else:
-        node = ResilientToolNode(tools, policy=policy_of(config, folder), store=store)
+        node = ResilientToolNode(tools, policy=policy_of(config, folder, lease), store=store)
 
     def call_model(state: dict[str, Any]) -> dict[str, Any]:
         return {"messages": [llm.invoke(state["messages"])]}

@@ -292,10 +292,12 @@ def _expected(scenario: Scenario, phases: list[Phase], c: CallSpec, msg: ToolMes
         return _error_in(msg, {"tool_error"} | dup_err)
     if b == "hang":
         # A write's timeout is an unknown outcome once it started; a plain timeout when its
-        # attempt never started (a busy machine's worker did not pick it up in time).
+        # attempt never started (a busy machine's worker did not pick it up in time), or
+        # still an unknown outcome (true: the attempt was handed to the tool, whose body
+        # had not yet run when it timed out).
         ran = sum(p.executions[(c.tool, c.query)] for p in phases)
-        timeout = "timeout" if spec.idempotent or not ran else "unknown_outcome"
-        return _error_in(msg, {timeout, "transient_failure"} | dup_err)
+        timeouts = {"timeout"} if spec.idempotent else {"unknown_outcome"} if ran else {"timeout", "unknown_outcome"}  # fmt: skip
+        return _error_in(msg, timeouts | {"transient_failure"} | dup_err)
     # flapping: fails int(b[-1]) times per query, then answers
     if relaxed:
         return _success_or(msg, expected, {"transient_failure", "unknown_outcome"} | dup_err)
