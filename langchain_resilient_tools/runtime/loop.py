@@ -45,8 +45,11 @@ def current() -> asyncio.AbstractEventLoop | None:
     return _loop
 
 
-START_WAIT_S = 1.0
-"""How long a session-bound tool's call may wait for its session's loop to take it up."""
+START_WAIT_S = 5.0
+"""How long a session-bound tool's call may wait for its session's loop to take it up
+(capped by the attempt's timeout). A call made from the loop itself is refused at once
+(`_check_home`); this wait only tells a loop another thread blocks, and must not mistake
+a loop that is merely slow to get to it on a loaded machine (1 s did, at load 10)."""
 
 
 def home_loop(tool: Any) -> asyncio.AbstractEventLoop | None:
