@@ -162,9 +162,9 @@ Run = tuple[Sequence[dict[str, Any]], Mapping[str, Any]]
 async def on_server(
     harness: Harness, runs: Sequence[Run]
 ) -> list[tuple[dict[str, ToolMessage], dict[str, dict[str, Any]]]]:
-    """Each run through a graph of its own over one live stdio session, all at once (each
-    stalls on keys of its own, so their timeouts run side by side); the answers by call
-    id and the adapter's statistics by tool, per run."""
+    """Each run through a graph of its own over one live stdio session; the answers by
+    call id and the adapter's statistics by tool, per run."""
+    out = []
 
     def payload(ai: AIMessage) -> dict[str, Any]:
         return {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
@@ -172,30 +172,24 @@ async def on_server(
     def answers(state: dict[str, Any]) -> dict[str, ToolMessage]:
         return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
 
-    def stats(adapters: list[Any]) -> dict[str, dict[str, Any]]:
-        harness.adapters = adapters  # the adapters of that run's build
-        return harness.stats()
-
-    async def run_all(tools: Sequence[BaseTool], invoke: Any) -> list[Any]:
-        built = []
-        for calls, build in runs:
-            ai = AIMessage("", tool_calls=list(calls))
-            graph = harness.build(tools, ai=ai, **build)
-            built.append((graph, ai, harness.adapters))
-        states = await asyncio.gather(*(invoke(graph, payload(ai)) for graph, ai, _ in built))
-        return [(answers(st), stats(adapters)) for st, (_, _, adapters) in zip(states, built, strict=True)]  # fmt: skip
-
     if harness.mode == "sync":  # sync code, the session's loop running on another thread
         held = await asyncio.to_thread(BackgroundSession, stdio_client(), "a")
         try:
-            return await run_all(
-                held.tools, lambda graph, given: asyncio.to_thread(graph.invoke, given)
-            )
+            for calls, build in runs:
+                ai = AIMessage("", tool_calls=list(calls))
+                graph = harness.build(held.tools, ai=ai, **build)
+                state = await asyncio.to_thread(graph.invoke, payload(ai))
+                out.append((answers(state), harness.stats()))
         finally:
             await asyncio.to_thread(held.close)
+        return out
     async with stdio_client().session("a") as session:
         tools = await load_mcp_tools(session)
-        return await run_all(tools, lambda graph, given: graph.ainvoke(given))
+        for calls, build in runs:
+            ai = AIMessage("", tool_calls=list(calls))
+            graph = harness.build(tools, ai=ai, **build)
+            out.append((answers(await graph.ainvoke(payload(ai))), harness.stats()))
+    return out
 
 
 def calls(run: str, stall: Sequence[str]) -> list[dict[str, Any]]:
