@@ -111,7 +111,7 @@ def _hand_off(
         pending._asyncio_future_blocking = True  # awaited again, now by the task
         if pending.cancel():  # the cancellation reaches the coroutine through it
             thrown = None
-    keep(loop.create_task(_resume(coro, pending, thrown), context=context))
+    keep(loop.create_task(_resumed(coro, pending, thrown), context=context))
     if isinstance(pending, asyncio.Task):  # what it waits for (LangChain's task of the tool)
         _exit.abandon(pending)
 
@@ -126,7 +126,7 @@ async def _in_task(
 ) -> T:
     """The rest of `coro` as a task of its own (it yielded what only a task handles),
     awaited until the deadline (`watch`)."""
-    task = loop.create_task(_resume(coro, pending, None), context=context)
+    task = loop.create_task(_resumed(coro, pending, None), context=context)
     watch.gate = gate = loop.create_future()
     task.add_done_callback(watch.wake)
     try:
@@ -140,6 +140,13 @@ async def _in_task(
         keep(task)
         raise AttemptTimeout(timeout)
     return task.result()
+
+
+async def _resumed(
+    coro: Coroutine[Any, Any, T], pending: Any, thrown: BaseException | None
+) -> T:
+    """`_resume` as a native coroutine: a task takes nothing else from Python 3.12 on."""
+    return await _resume(coro, pending, thrown)
 
 
 @types.coroutine
