@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import enum
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
@@ -69,14 +68,14 @@ class Keeper(Protocol):
         """Record how the call's run ended (in the ledger that decided it)."""
 
 
-RUNS = frozenset({Action.RUN, Action.WARN})
-"""The call runs, under a fresh ``pending`` entry that stands for it."""
-COUNTED = frozenset({Action.REUSE, Action.BLOCK})
+RUNS = (Action.RUN, Action.WARN)
+"""The call runs, under a fresh ``pending`` entry that stands for it. (Tuples: an
+`Enum` hashes in Python, a tuple compares by identity first.)"""
+COUNTED = (Action.REUSE, Action.BLOCK)
 """The ledger answers: the earlier entry counts one more repeat (and is kept in state)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What a ledger said about a call (`logic.decide`'s action, applied to its entry)."""
 
     action: Action
@@ -87,8 +86,7 @@ class Verdict:
     """``WAIT``: resolved when the identical call that runs now ends."""
 
 
-@dataclass(frozen=True, slots=True)
-class End:
+class End(NamedTuple):
     """How a call that ran ended, as its ledger records it."""
 
     status: Status

@@ -143,7 +143,10 @@ class DedupStage(Stage):
         try:
             while True:
                 if do is Do.ASK:
-                    do = visit.told(await off_loop(remote, ledger.begin, visit))
+                    if remote:
+                        do = visit.told(await off_loop(True, ledger.begin, visit))
+                    else:  # in place, without a coroutine of its own
+                        do = visit.told(ledger.begin(visit))
                 elif do is Do.RUN:
                     try:
                         value = await call_next(call)
@@ -155,7 +158,10 @@ class DedupStage(Stage):
                         ledger.end(visit, visit.cut())  # cancelled: at once, no await
                         raise
                     end = visit.ran(value)
-                    await off_loop(remote, ledger.end, visit, end)
+                    if remote:
+                        await off_loop(True, ledger.end, visit, end)
+                    else:
+                        ledger.end(visit, end)
                     return value
                 elif do is Do.ANSWER:
                     return visit.answer()
