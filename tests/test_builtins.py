@@ -502,9 +502,11 @@ def _graph(node: Any, checkpointer: Any = None, **node_kw: Any) -> Any:
 
 async def test_our_timeouts_answer_inside_a_node_timeout() -> None:
     """Our call deadline (by default 2 x timeout + 1 s) below the node's ``timeout=``:
-    the hung call is answered, its sibling keeps its result, the node never times out."""
+    the hung call is answered, its sibling keeps its result, the node never times out.
+    Only the hung tool has the short timeout: the sibling need not be quick."""
     hang, service = Hang("get_stock"), Service()
-    node = ResilientToolNode([hang.tool(), *service.tools()], policy=ToolPolicy(timeout=0.05))
+    policies = {"get_stock": ToolPolicy(timeout=0.05)}
+    node = ResilientToolNode([hang.tool(), *service.tools()], policies=policies)
     calls = [
         tool_call("get_stock", {"item": "tea"}, id="h"),
         tool_call(ORDER, {"item": "tea"}, id="w"),

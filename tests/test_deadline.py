@@ -123,8 +123,12 @@ def test_only_timeout_set_answers_within_twice_the_timeout_plus_one(harness: Har
 
 
 def test_timeout_envelope_says_how_long_it_waited(harness: Harness) -> None:
+    """Two real 0.05 s timeouts; the deadline is generous (by default 1.1 s, which a
+    loaded machine could use up before the second attempt)."""
     tool = hung_sync_tool("search_docs", harness.hang_event())
-    policy = ToolPolicy(timeout=0.05, retry=RetryPolicy(max_attempts=2))
+    policy = ToolPolicy(
+        timeout=0.05, retry=RetryPolicy(max_attempts=2), timeouts=Timeouts(deadline=30.0)
+    )
     result = harness.run([tool], [tool_call("search_docs", {"query": "q"}, id="c1")], policy=policy)
     data = json.loads(result["c1"].content)
     assert data["error"] == "timeout" and data["attempts"] == 2

@@ -142,10 +142,11 @@ def test_a_deadline_holds_for_a_tool_that_ignores_it_and_cancels_it() -> None:
 
 
 def test_a_cancelled_caller_cancels_the_tool() -> None:
-    cancelled = asyncio.Event()
+    started, cancelled = asyncio.Event(), asyncio.Event()
 
     async def get_slow(x: int) -> str:
         """Waits."""
+        started.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -160,7 +161,7 @@ def test_a_cancelled_caller_cancels_the_tool() -> None:
         task = asyncio.ensure_future(
             node.ainvoke({"messages": [AIMessage("", tool_calls=[call])]}, CONFIG)
         )
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(started.wait(), 30)  # the tool runs (however slow the machine)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

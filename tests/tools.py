@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -35,6 +36,19 @@ def counted(
         description=description or f"The {name} tool.",
         infer_schema=True,
     )
+
+
+def started(name: str, at_least: int = 1, within: float = 30.0) -> int:
+    """`CALLS[name]` once it is `at_least` (or after `within` s, whatever it is then).
+
+    An attempt cut at a short timeout may reach its tool only after the call was
+    answered: on a loaded machine the worker thread can start late. Count executions of
+    a hung tool with this, not with `CALLS` read at once.
+    """
+    until = time.monotonic() + within
+    while CALLS[name] < at_least and time.monotonic() < until:
+        time.sleep(0.005)
+    return CALLS[name]
 
 
 def ok_tool(name: str = "get_weather") -> BaseTool:
