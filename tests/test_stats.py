@@ -9,7 +9,10 @@ import pytest
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
-from langchain_resilient_tools.observe.stats import CallEvent, Stats, percentile
+from langchain_resilient_tools.core.call import CallRecord
+from langchain_resilient_tools.core.errors import ToolErrorType
+from langchain_resilient_tools.observe.observer import Observer
+from langchain_resilient_tools.observe.stats import UNKNOWN_TOOL_LABEL, CallEvent, Stats, percentile
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.tools import failing_tool, flaky_tool, hung_sync_tool, ok_tool
@@ -258,3 +261,49 @@ def test_no_event_outside_a_run() -> None:
     tool = ResilientTool.wrap(ok_tool())
     assert tool.invoke({"city": "Paris"}) == "sunny in Paris"
     assert tool.stats()["get_weather"]["calls"] == 1
+
+
+def test_an_event_carries_every_field_of_its_record() -> None:
+    """The observer builds its `CallEvent` from the record by position: each field gets
+    its own value (a distinct one per field here, so a shifted field shows)."""
+    record = CallRecord(
+        tool="get_x",
+        call_id="c9",
+        attempts=3,
+        outcome="error",
+        error=ToolErrorType.TIMEOUT,
+        served_by="stale_cache",
+        repairs=["renamed q -> query"],
+        duration_ms=12.5,
+        started_at=1234.0,
+        hedges=1,
+        hedge_won=True,
+        hedge_winner=1,
+        classified_as="read",
+        classified_by="name",
+        breaker="half_open",
+    )
+    event = Observer().observe(record)
+    assert event._asdict() == {
+        "tool": "get_x",
+        "call_id": "c9",
+        "outcome": "error",
+        "error": "timeout",
+        "attempts": 3,
+        "duration_ms": 12.5,
+        "repairs": ("renamed q -> query",),
+        "served_by": "stale_cache",
+        "breaker": "half_open",
+        "at": 1234.0,
+        "hedges": 1,
+        "hedge_won": True,
+        "hedge_winner": 1,
+        "classified_as": "read",
+        "classified_by": "name",
+    }
+    unknown = Observer().observe(record, known_tool=False)
+    assert (unknown.tool, unknown.classified_as, unknown.classified_by) == (
+        UNKNOWN_TOOL_LABEL,
+        None,
+        None,
+    )

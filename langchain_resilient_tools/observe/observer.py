@@ -10,6 +10,7 @@ fallbacks. Observers never make a call fail.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from langchain_core.runnables.config import (
@@ -22,6 +23,10 @@ from langchain_core.runnables.config import (
 from ..core.call import CallRecord
 from . import otel as _otel
 from .stats import UNKNOWN_TOOL_LABEL, CallEvent, Stats
+
+_new_event = tuple.__new__
+"""Builds a `CallEvent` from its values in field order (a named tuple's own
+constructor binds keywords first: this is the hot path of every call)."""
 
 EVENT_NAME = "resilience"
 """Name of the LangChain custom event dispatched for every finished call."""
@@ -50,22 +55,26 @@ class Observer:
         The breaker state is the one the breaker stage left on the record
         (`CallRecord.breaker`).
         """
-        event = CallEvent(
-            tool=record.tool if known_tool else UNKNOWN_TOOL_LABEL,
-            call_id=record.call_id,
-            outcome=record.outcome,
-            error=record.error.value if record.error else None,
-            attempts=record.attempts,
-            duration_ms=record.duration_ms,
-            repairs=tuple(record.repairs),
-            served_by=record.served_by,
-            breaker=record.breaker,
-            at=record.started_at,
-            hedges=record.hedges,
-            hedge_won=record.hedge_won,
-            hedge_winner=record.hedge_winner,
-            classified_as=record.classified_as if known_tool else None,
-            classified_by=record.classified_by if known_tool else None,
+        error = record.error
+        event = _new_event(  # in `CallEvent`'s field order, built in one step
+            CallEvent,
+            (
+                record.tool if known_tool else UNKNOWN_TOOL_LABEL,
+                record.call_id,
+                record.outcome,
+                error.value if error else None,
+                record.attempts,
+                record.duration_ms,
+                tuple(record.repairs) if record.repairs else (),
+                record.served_by,
+                record.breaker,
+                record.started_at,
+                record.hedges,
+                record.hedge_won,
+                record.hedge_winner,
+                record.classified_as if known_tool else None,
+                record.classified_by if known_tool else None,
+            ),
         )
         opened = self.stats.add(event)
         _otel.emit(event, breaker_opened=opened, span=span)
@@ -81,15 +90,19 @@ class Observer:
         except Exception:  # a callback handler must not break the call
             log.debug("dispatching the resilience event failed", exc_info=True)
 
-    async def adispatch(self, event: CallEvent) -> None:
-        """`dispatch` for async runs (async callback handlers are awaited)."""
+    def adispatch(self, event: CallEvent) -> Awaitable[None] | None:
+        """`dispatch` for async runs: the awaitable that sends `event` to the run's
+        (async) callback handlers, or `None` when there is no handler to send it to
+        (most calls: nothing to await)."""
         manager = _parent_manager(is_async=True)
-        if manager is None:
-            return
-        try:
-            await manager.on_custom_event(EVENT_NAME, event.as_dict(), run_id=manager.parent_run_id)
-        except Exception:
-            log.debug("dispatching the resilience event failed", exc_info=True)
+        return None if manager is None else _asend(manager, event)
+
+
+async def _asend(manager: Any, event: CallEvent) -> None:
+    try:
+        await manager.on_custom_event(EVENT_NAME, event.as_dict(), run_id=manager.parent_run_id)
+    except Exception:  # a callback handler must not break the call
+        log.debug("dispatching the resilience event failed", exc_info=True)
 
 
 def _parent_manager(*, is_async: bool = False) -> Any:

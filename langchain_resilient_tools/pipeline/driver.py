@@ -338,7 +338,9 @@ class Pipeline:
             if sync_callbacks:
                 self.observer.dispatch(event)
             else:
-                await self.observer.adispatch(event)
+                sending = self.observer.adispatch(event)
+                if sending is not None:
+                    await sending
         return outcome
 
     def stats(self) -> StatsSnapshot:
@@ -359,9 +361,7 @@ class Pipeline:
             if record.served_by == "tool" and record.attempts == 0:
                 record.served_by = _refused_by(record.error)  # the tool never ran
             known = call.tool is not None
-        event = outcome.event = self.observer.observe(
-            record, known_tool=known, span=call.span
-        )
+        event = outcome.event = self.observer.observe(record, known_tool=known, span=call.span)
         call.span = None
         if self._on_outcome is not None:
             self._on_outcome(outcome)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import threading
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -123,6 +125,79 @@ class ToolSchema:
     """A `jsonschema` validator, for tools whose schema is a plain dict."""
     hidden: frozenset[str]
     """Injected argument names, never reported."""
+    plain: Mapping[str, frozenset[type]] | None = None
+    """For a `model` that can refuse a value only for its type (`plain_fields`): per
+    argument, the exact types it takes as they are. `None`: no such shortcut."""
+    required: frozenset[str] = frozenset()
+    """The arguments `plain` needs present."""
+
+
+_PLAIN_TYPES = {
+    str: frozenset({str}),
+    int: frozenset({int}),
+    float: frozenset({float, int}),
+    bool: frozenset({bool}),
+}
+"""Annotations whose validation accepts every value of these exact types, unchanged."""
+
+_QUIET_CONFIG = frozenset(
+    {
+        "title",
+        "json_schema_extra",
+        "arbitrary_types_allowed",
+        "protected_namespaces",
+        "extra",
+        "frozen",
+        "defer_build",
+        "use_attribute_docstrings",
+    }
+)
+"""Model settings that never refuse a value (``strict``, ``str_max_length``,
+``validate_default``, ``allow_inf_nan`` and the rest can: they rule the shortcut out)."""
+
+
+def plain_fields(
+    model: type[BaseModel],
+) -> tuple[dict[str, frozenset[type]], frozenset[str]] | None:
+    """When `model` can refuse a value only for its type: per field, the exact types it
+    accepts unchanged, and the required fields. `None` when anything else could refuse
+    one (a validator, a constraint, an alias, a setting, an annotation other than `str`,
+    `int`, `float`, `bool` or one of them or `None`)."""
+    decorators = model.__pydantic_decorators__
+    if (
+        decorators.validators
+        or decorators.field_validators
+        or decorators.root_validators
+        or decorators.model_validators
+        or model.__pydantic_post_init__ is not None
+        or getattr(model, "__pydantic_root_model__", False)
+        or not set(model.model_config) <= _QUIET_CONFIG
+    ):
+        return None
+    accepted: dict[str, frozenset[type]] = {}
+    required: set[str] = set()
+    for name, info in model.model_fields.items():
+        if info.metadata or info.alias or info.validation_alias or info.discriminator:
+            return None
+        types_ = _plain_annotation(info.annotation)
+        if types_ is None:
+            return None
+        accepted[name] = types_
+        if info.is_required():
+            required.add(name)
+    return accepted, frozenset(required)
+
+
+def _plain_annotation(annotation: Any) -> frozenset[type] | None:
+    if annotation in _PLAIN_TYPES:
+        return _PLAIN_TYPES[annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if type(None) in options and len(options) == 2:
+            other = next(o for o in options if o is not type(None))
+            if other in _PLAIN_TYPES:
+                return _PLAIN_TYPES[other] | {type(None)}
+    return None
 
 
 def compile_tool(tool: BaseTool) -> ToolSchema:
@@ -162,6 +237,9 @@ def compile_tool(tool: BaseTool) -> ToolSchema:
                 validator,
                 hidden,
             )
+        plain = plain_fields(model) if model is not None else None
+        if plain is not None:
+            return ToolSchema(schema, schema_facts(schema), model, None, hidden, *plain)
     return ToolSchema(schema, schema_facts(schema), model, validator, hidden)
 
 

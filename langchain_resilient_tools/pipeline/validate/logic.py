@@ -21,6 +21,8 @@ from ..schema import ToolSchema
 def check(ts: ToolSchema, args: Mapping[str, Any], *, reject_unknown: bool) -> list[dict[str, Any]]:
     """Every problem of `args` against the tool's schema (empty list: valid)."""
     problems: list[dict[str, Any]] = []
+    if ts.plain is not None and fits_plain(ts.plain, ts.required, args):
+        return problems  # what the model would accept as it is (no unknown argument)
     if ts.model is not None:
         try:
             ts.model.model_validate(dict(args))
@@ -37,6 +39,19 @@ def check(ts: ToolSchema, args: Mapping[str, Any], *, reject_unknown: bool) -> l
         named = {p["name"] for p in problems if p["problem"] == "unexpected"}
         problems.extend(p for p in unexpected(ts, args) if p["name"] not in named)
     return problems
+
+
+def fits_plain(
+    plain: Mapping[str, frozenset[type]], required: frozenset[str], args: Mapping[str, Any]
+) -> bool:
+    """Whether `args` certainly fit a plain model (`schema.plain_fields`): every argument
+    declared and of a type it takes as it is, none required missing. `False` says only
+    "ask the model": it may still accept the value by converting it."""
+    for key, value in args.items():
+        accepted = plain.get(key)
+        if accepted is None or type(value) not in accepted:
+            return False
+    return len(args) == len(plain) or required.issubset(args)
 
 
 def unexpected(ts: ToolSchema, args: Mapping[str, Any]) -> list[dict[str, Any]]:
