@@ -234,7 +234,9 @@ class _Killing:
         if self._puts == 1:
             reach("before_first_checkpoint")
         out = super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
-        if self._answers_saved:
+        # LangGraph saves a step's writes and its checkpoint on background threads, in
+        # no set order: the checkpoint that follows the answers holds them itself.
+        if self._answers_saved or _has_answer(checkpoint.get("channel_values")):
             reach("after_checkpoint")
         return out
 
