@@ -8,6 +8,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import ToolException
 
@@ -371,9 +373,7 @@ def test_many_parallel_identical_calls_are_decided_once(harness: Harness) -> Non
     writes = [tool_call("book_flight", {"city": "Oslo"}, id=f"w{i}") for i in range(10)]
     result = harness.run([search_tool(), book_tool()], reads + writes)
     assert CALLS["search_web"] == 1 and CALLS["book_flight"] == 1
-    served = Counter(
-        served_by(result[f"r{i}"]) for i in range(10)
-    )
+    served = Counter(served_by(result[f"r{i}"]) for i in range(10))
     assert served == {"tool": 1, "dedup": 9}
     errors = Counter(
         body(result[f"w{i}"])["error"] for i in range(10) if result[f"w{i}"].status == "error"
@@ -402,6 +402,58 @@ def test_first_twins() -> None:
         tool_call("a", {"f": {"y": [2], "x": "a b"}}, id="3"),
     ]
     assert first_twins(nested) == [None, 0, None]
+
+
+_FLAT = st.dictionaries(
+    st.sampled_from(["q", "query", "n", "x"]),
+    st.one_of(
+        st.text(alphabet=st.sampled_from("ab \t\n\u00a0\u2003\x1c\u3000"), max_size=6),
+        st.integers(-2, 2),
+        st.floats(-2, 2),
+        st.booleans(),
+        st.none(),
+    ),
+    max_size=3,
+)
+
+
+_SPACES = st.text(alphabet=st.sampled_from(" \t\n\u00a0\u2003\x1c\u3000"), min_size=1, max_size=3)
+
+
+@st.composite
+def _flat_pairs(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two flat argument dicts: unrelated, or the second the first with its strings'
+    whitespace written another way (twins for `canonical`)."""
+    a = draw(_FLAT)
+    if draw(st.booleans()):
+        return a, draw(_FLAT)
+    b = {}
+    for k, v in a.items():
+        if isinstance(v, str):
+            words = v.split()
+            v = draw(_SPACES) * draw(st.booleans()) + "".join(
+                w + (draw(_SPACES) if i < len(words) - 1 else "") for i, w in enumerate(words)
+            )
+        b[k] = v
+    return a, b
+
+
+@settings(max_examples=300, deadline=None)
+@given(_flat_pairs())
+def test_flat_calls_are_twins_exactly_when_canonical_says_so(
+    pair: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """The twin key of flat arguments (built without JSON) agrees with `canonical`
+    (whitespace of every kind folded; 1, 1.0 and true told apart, as JSON tells them)."""
+    from langchain_resilient_tools.core.key import canonical
+    from langchain_resilient_tools.pipeline.dedup.logic import first_twins
+
+    def typed(args: dict[str, Any]) -> dict[str, tuple[type, Any]]:
+        return {k: (type(v), v) for k, v in canonical(args).items()}
+
+    a, b = pair
+    twins = first_twins([tool_call("t", a, id="1"), tool_call("t", b, id="2")])
+    assert (twins == [None, 0]) == (typed(a) == typed(b))
 
 
 def test_the_first_of_identical_calls_is_the_one_that_runs(harness: Harness) -> None:
@@ -688,9 +740,11 @@ def test_a_result_whose_message_is_gone_is_not_reused(harness: Harness, restart:
     script = [turns[0], AIMessage("done"), turns[1], AIMessage("done")]
 
     def payload(i: int) -> Any:
-        return {"messages": [HumanMessage(f"turn {i}")]} if harness.adapter == "middleware" else {
-            "messages": [turns[i]]
-        }
+        return (
+            {"messages": [HumanMessage(f"turn {i}")]}
+            if harness.adapter == "middleware"
+            else {"messages": [turns[i]]}
+        )
 
     graph = harness.build(tools, checkpointer=saver, script=script)
     state = harness.invoke(graph, payload(0), config)

@@ -51,21 +51,36 @@ class _Watch:
 
 
 async def drive(coro: Coroutine[Any, Any, T], timeout: float) -> T:
-    """Await `coro` (not started yet) for at most `timeout` seconds (see the module)."""
+    """Await `coro` (not started yet) for at most `timeout` seconds (see the module).
+
+    A coroutine that finishes in its first step (a fast tool, the common case) needs no
+    alarm: nothing could interrupt a step that runs without yielding. Its deadline is
+    fixed before that step all the same, and armed only when the coroutine waits."""
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
+    deadline = loop.time() + timeout
+    try:
+        pending = context.run(coro.send, None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    return await _waits(coro, pending, loop, context, deadline, timeout)
+
+
+async def _waits(
+    coro: Coroutine[Any, Any, T],
+    pending: Any,
+    loop: asyncio.AbstractEventLoop,
+    context: contextvars.Context,
+    deadline: float,
+    timeout: float,
+) -> T:
+    """The rest of `drive`: `coro` yielded `pending` (what it waits for) and goes on
+    until it returns or its `deadline` (loop time) passes."""
     watch = _Watch()
     alarms = alarms_for(loop)
-    alarm = alarms.at(loop.time() + timeout, watch.expire)
+    alarm = alarms.at(deadline, watch.expire)
     try:
         while True:
-            try:
-                pending = context.run(coro.send, None)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            if watch.expired:  # the deadline passed while it ran: it goes on alone
-                _hand_off(coro, pending, loop, context, watch)
-                raise AttemptTimeout(timeout)
             if pending is not None and not _awaits_future(pending, loop):
                 return await _in_task(coro, pending, loop, context, watch, timeout)
             watch.gate = gate = loop.create_future()
@@ -83,6 +98,13 @@ async def drive(coro: Coroutine[Any, Any, T], timeout: float) -> T:
                 _hand_off(coro, pending, loop, context, watch)
                 raise
             if watch.expired and not (pending is not None and pending.done()):
+                _hand_off(coro, pending, loop, context, watch)
+                raise AttemptTimeout(timeout)
+            try:
+                pending = context.run(coro.send, None)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if watch.expired:  # the deadline passed while it ran: it goes on alone
                 _hand_off(coro, pending, loop, context, watch)
                 raise AttemptTimeout(timeout)
     finally:
@@ -142,9 +164,7 @@ async def _in_task(
     return task.result()
 
 
-async def _resumed(
-    coro: Coroutine[Any, Any, T], pending: Any, thrown: BaseException | None
-) -> T:
+async def _resumed(coro: Coroutine[Any, Any, T], pending: Any, thrown: BaseException | None) -> T:
     """`_resume` as a native coroutine: a task takes nothing else from Python 3.12 on."""
     return await _resume(coro, pending, thrown)
 

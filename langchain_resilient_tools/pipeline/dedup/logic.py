@@ -196,17 +196,24 @@ def first_twins(calls: Sequence[Mapping[str, Any]]) -> list[int | None]:
     return out
 
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _twin_key(name: Any, args: dict[str, Any]) -> Hashable:
     """The identity of a call for `first_twins`: as `canonical` sees it. Flat arguments
-    (the usual kind) become a tuple directly; anything nested goes through JSON."""
-    if all(type(v) in _SCALARS and type(k) is str for k, v in args.items()):
-        flat = canonical(args)
+    (the usual kind) become a tuple directly, a string as `canonical` writes it (its
+    words, one space apart); anything nested goes through JSON."""
+    items: list[tuple[str, type, Any]] = []
+    for key, value in args.items():
+        kind = type(value)
+        if kind is str:
+            value = " ".join(value.split())
+        elif kind not in _SCALARS or type(key) is not str:
+            return json.dumps([name, canonical(args)], sort_keys=True, default=str)
         # The type is part of the value, as in JSON: 1, 1.0 and true are not twins.
-        return (name, tuple(sorted((k, type(v).__name__, v) for k, v in flat.items())))
-    return json.dumps([name, canonical(args)], sort_keys=True, default=str)
+        items.append((key, kind, value))
+    items.sort()  # by name: names are unique, so nothing else is ever compared
+    return (name, tuple(items))
 
 
 class Ledger:
