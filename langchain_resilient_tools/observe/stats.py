@@ -151,35 +151,38 @@ class Stats:
             self._count(queued.popleft())
 
     def _count(self, event: CallEvent) -> bool:
-        attempts, hedges, breaker = event.attempts, event.hedges, event.breaker
-        counters = self._tools.get(event.tool)
+        (tool, _, outcome, error, attempts, duration_ms, repairs, served_by, breaker, _, hedges,
+         hedge_won, _, classified_as, classified_by) = event  # fmt: skip
+        counters = self._tools.get(tool)
         if counters is None:
-            counters = self._tools[event.tool] = _ToolCounters(
+            counters = self._tools[tool] = _ToolCounters(
                 latencies=deque(maxlen=self._latency_window)
             )
         counters.calls += 1
-        counters.outcomes[event.outcome] += 1
-        if event.error:
-            counters.errors[event.error] += 1
-        counters.served_by[event.served_by] += 1
+        counters.outcomes[outcome] += 1
+        counters.served_by[served_by] += 1
         counters.attempts += attempts
+        counters.latencies.append(duration_ms)
+        self._events.append(event)
+        if classified_by is not None:
+            counters.classified_as = classified_as
+            counters.classified_by = classified_by
+        if not (error or repairs or hedges or attempts != 1 or breaker is not None):
+            return False  # a call answered at its first attempt, as it was sent
+        if error:
+            counters.errors[error] += 1
         if attempts - hedges > 1:
             counters.retries += attempts - 1 - hedges
         if hedges:
             counters.hedges += hedges
-            counters.hedge_wins += event.hedge_won
-        if event.repairs:
-            counters.repairs += len(event.repairs)
+            counters.hedge_wins += hedge_won
+        if repairs:
+            counters.repairs += len(repairs)
         opened = False
         if breaker is not None:
             opened = breaker == "open" and counters.breaker != "open"
             counters.breaker_opens += opened
             counters.breaker = breaker
-        if event.classified_by is not None:
-            counters.classified_as = event.classified_as
-            counters.classified_by = event.classified_by
-        counters.latencies.append(event.duration_ms)
-        self._events.append(event)
         return opened
 
     def reset(self) -> None:
