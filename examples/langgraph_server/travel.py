@@ -78,7 +78,9 @@ tools = ResilientToolNode(
     TOOLS,
     policy=ToolPolicy(timeout=0.3, retry=RetryPolicy(max_attempts=3, initial_delay=0.05)),
     policies={
-        "create_order": ToolPolicy(unknown_outcome="interrupt"),
+        # It answers at once (its first reply is lost after the order landed): a timeout
+        # that a busy machine cannot reach before its first attempt even starts.
+        "create_order": ToolPolicy(timeout=10.0, unknown_outcome="interrupt"),
         "ask_traveller": ToolPolicy(idempotent=False),  # a question: asked once, never retried
     },
 )
