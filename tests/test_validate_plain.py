@@ -89,9 +89,29 @@ class Aliased(BaseModel):
     s: str = Field(alias="S")
 
 
+class OwnValidate(BaseModel):
+    n: int
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> OwnValidate:
+        if isinstance(obj, dict) and obj.get("n") == 13:
+            raise ValueError("unlucky")
+        return super().model_validate(obj, *args, **kwargs)
+
+
+class OwnCoreSchema(BaseModel):
+    n: int
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return handler(source)
+
+
 @pytest.mark.parametrize(
     "model",
     [
+        OwnValidate,
+        OwnCoreSchema,
         WithValidator,
         Strict,
         Short,
@@ -100,7 +120,17 @@ class Aliased(BaseModel):
         _model(kind=(Literal["a", "b"], ...)),
         _model(items=(list[int], ...)),
     ],
-    ids=["validator", "strict", "str_max_length", "alias", "constraint", "literal", "list"],
+    ids=[
+        "own_model_validate",
+        "own_core_schema",
+        "validator",
+        "strict",
+        "str_max_length",
+        "alias",
+        "constraint",
+        "literal",
+        "list",
+    ],
 )
 def test_anything_else_that_could_refuse_turns_the_shortcut_off(model: type[BaseModel]) -> None:
     assert plain_fields(model) is None

@@ -171,6 +171,8 @@ def plain_fields(
         or decorators.model_validators
         or model.__pydantic_post_init__ is not None
         or getattr(model, "__pydantic_root_model__", False)
+        or _own(model, "model_validate")
+        or _own(model, "__get_pydantic_core_schema__")
         or not set(model.model_config) <= _QUIET_CONFIG
     ):
         return None
@@ -186,6 +188,12 @@ def plain_fields(
         if info.is_required():
             required.add(name)
     return accepted, frozenset(required)
+
+
+def _own(model: type[BaseModel], name: str) -> bool:
+    """Whether `model` (or a base of it) replaces pydantic's own classmethod `name`."""
+    ours = getattr(getattr(model, name, None), "__func__", None)
+    return ours is not getattr(BaseModel, name).__func__
 
 
 def _plain_annotation(annotation: Any) -> frozenset[type] | None:
