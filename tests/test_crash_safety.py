@@ -19,14 +19,20 @@ plays 1,000 and prints the table.
 
 from __future__ import annotations
 
+import os
+import signal
+import sqlite3
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.chaos import harness
+from langchain_resilient_tools.state.sqlite import SqliteBackend
+from tests.chaos import harness, worker
 from tests.chaos.harness import Chaos, Kill, Outcome
 from tests.chaos.worker import BASELINES, CONFIGS, POINTS, setup_postgres
 
@@ -128,6 +134,69 @@ def test_counting_sees_silent_duplicates_and_false_answers() -> None:
         [{"call_id": "a", "choice": "run_again"}],
     )  # fmt: skip
     assert allowed.silent_duplicates == 0
+
+
+class _SlowWrites(SqliteBackend):
+    """Each statement keeps the file's write lock a while (a commit's fsync on a loaded
+    disk), in a transaction of its own, as `SqliteBackend` runs it: under its lock."""
+
+    writing = threading.Event()
+
+    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._open()
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
+            finally:
+                self.writing.set()
+                time.sleep(0.2)
+                self._conn.execute("COMMIT")
+            return row
+
+
+def _hang_while_writing(path: str) -> None:
+    """(In a worker process) write to `path` on a thread, as a lease keeper or another
+    call's receipt may, and hang at a ``stop_`` kill point while it writes."""
+    backend = _SlowWrites(path)
+
+    def write() -> None:
+        for i in range(1000):
+            backend.put("ns", f"k{i % 10}", i, ttl=60)
+            time.sleep(0.01)
+
+    threading.Thread(target=write, daemon=True).start()
+    _SlowWrites.writing.wait(30)
+    worker._kill = "stop_here"
+    worker.reach("here")
+
+
+def test_a_hung_replica_never_hangs_in_the_middle_of_a_write(chaos: Chaos, tmp_path: Path) -> None:
+    """A ``stop_`` point waits for the package's own SQLite writes (the journal's, the
+    dedup ledger's) as for the saver's and the store's: a process stopped mid-write keeps
+    the file's write lock, and every other replica's journal then waits out its deadline
+    (the resume answered ``timeout`` and ran nothing)."""
+    path = str(tmp_path / "store.db")
+    SqliteBackend(path).put("ns", "made", 0, ttl=60)  # the table, before two processes race
+    hung = chaos.ctx.Process(target=_hang_while_writing, args=(path,), daemon=True)
+    hung.start()
+    try:
+        deadline = time.monotonic() + harness.WAIT_S
+        while hung.exitcode is None and not harness._stopped(hung.pid):
+            assert time.monotonic() < deadline, "the process never hung itself"
+            time.sleep(0.005)
+        assert hung.exitcode is None, f"it ended (exit code {hung.exitcode}) instead of hanging"
+        other = sqlite3.connect(path, timeout=5, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # the file's write lock: free
+            other.execute("COMMIT")
+        finally:
+            other.close()
+    finally:
+        if hung.pid is not None:
+            os.kill(hung.pid, signal.SIGKILL)
+        hung.join(10)
 
 
 @pytest.mark.parametrize("kill", _params([k for k in SQLITE_KILLS if k.config in BASELINES]))

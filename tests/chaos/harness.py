@@ -271,6 +271,8 @@ class Chaos:
                 if time.monotonic() > deadline:
                     raise TimeoutError("the first replica never reached its stop")
                 time.sleep(0.005)
+            if first.exitcode is not None:  # it ran to its end, or could not hang (`worker.reach`)
+                raise RuntimeError(f"the first replica ended (exit code {first.exitcode}) instead of hanging")  # fmt: skip
             try:
                 replica, _ = self._start(sc, "resume")
                 self._wait(replica)

@@ -40,6 +40,7 @@ imported this module once) or by hand::
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -71,6 +72,7 @@ from langchain_resilient_tools import (
     UnknownOutcome,
     VerifyInfo,
 )
+from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 
 CONFIGS: tuple[str, ...] = (
@@ -109,9 +111,26 @@ CALLS = (("call-1", "alice@example.com"), ("call-2", "bob@example.com"))
 _kill: str | None = None
 """This process's kill point (set once per process by `run`)."""
 _locks: list[Any] = []
-"""The locks of this process's saver and store: held by a worker that hangs itself, so
-that it never hangs in the middle of a write (a SQLite write lock would stop every
-other worker, which is not what the replica scenario is about)."""
+"""The locks of this process's saver and store (set by `run`); see `writers`."""
+STOP_LOCK_S = 60.0
+"""Longest a worker that hangs itself waits for a write in flight to end."""
+STOP_FAILED = 75
+"""Exit code of a worker that could not hang outside every write (the harness reports it)."""
+
+
+def writers() -> list[Any]:
+    """The locks every SQLite write of this process runs under: the saver's, the
+    store's, and those of the package's own backends on the same files (the journal's and
+    the dedup ledger's `SqliteBackend`, which runs each statement under its lock; they
+    write on other threads while a tool runs: the journal's lease renewals, another
+    call's receipt).
+
+    A worker that hangs itself holds them all first, so that it never hangs in the middle
+    of a write: a stopped process in a write keeps the file's write lock, and every other
+    worker's writes then wait for it (the resume's journal waited out the call's deadline
+    and answered ``timeout``), which is not what the replica scenario is about."""
+    backends = [o for o in gc.get_objects() if isinstance(o, SqliteBackend)]
+    return [*_locks, *(b._lock for b in backends)]
 
 
 def reach(point: str) -> None:
@@ -124,8 +143,9 @@ def reach(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     elif _kill == f"stop_{point}":
         _kill = None
-        for lock in _locks:
-            lock.acquire(timeout=10)
+        for lock in writers():
+            if not lock.acquire(timeout=STOP_LOCK_S):
+                os._exit(STOP_FAILED)
         os.kill(os.getpid(), signal.SIGSTOP)
 
 
