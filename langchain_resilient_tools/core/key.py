@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from typing import Any
 
 from .call import Call
@@ -28,13 +27,17 @@ from .reads import ambient, declared_reads, key_info
 
 log = logging.getLogger(__name__)
 
-_SPACE = re.compile(r"\s+")
+def canonical_text(value: str) -> str:
+    """`value`'s words, one space apart: every run of whitespace (of any kind Unicode
+    knows) one space, none at either end."""
+    return " ".join(value.split())
 
 
 def canonical(value: Any) -> Any:
-    """`value` with dict keys sorted (by JSON) and string whitespace normalised."""
+    """`value` with dict keys sorted (by JSON) and string whitespace normalised
+    (`canonical_text`)."""
     if isinstance(value, str):
-        return _SPACE.sub(" ", value).strip()
+        return canonical_text(value)
     if isinstance(value, dict):
         return {str(k): canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -20,7 +20,7 @@ from cachetools import TTLCache
 from langchain_core.messages import AIMessage
 
 from ...core.call import Call
-from ...core.key import canonical
+from ...core.key import canonical, canonical_text
 from ...core.policy import DedupMode
 
 Status = Literal["pending", "ok", "done", "failed", "unknown_outcome"]
@@ -207,7 +207,7 @@ def _twin_key(name: Any, args: dict[str, Any]) -> Hashable:
     for key, value in args.items():
         kind = type(value)
         if kind is str:
-            value = " ".join(value.split())
+            value = canonical_text(value)
         elif kind not in _SCALARS or type(key) is not str:
             return json.dumps([name, canonical(args)], sort_keys=True, default=str)
         # The type is part of the value, as in JSON: 1, 1.0 and true are not twins.
