@@ -24,10 +24,6 @@ from ..core.call import CallRecord
 from . import otel as _otel
 from .stats import UNKNOWN_TOOL_LABEL, CallEvent, Stats
 
-_new_event = tuple.__new__
-"""Builds a `CallEvent` from its values in field order (a named tuple's own
-constructor binds keywords first: this is the hot path of every call)."""
-
 EVENT_NAME = "resilience"
 """Name of the LangChain custom event dispatched for every finished call."""
 
@@ -56,8 +52,7 @@ class Observer:
         (`CallRecord.breaker`).
         """
         error = record.error
-        event = _new_event(  # in `CallEvent`'s field order, built in one step
-            CallEvent,
+        event = CallEvent._make(  # its values in field order: no keywords to bind
             (
                 record.tool if known_tool else UNKNOWN_TOOL_LABEL,
                 record.call_id,
