@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from langchain_core.tools import BaseTool
 
-from .errors import ToolErrorType
+from .errors import OutcomeStillUnknown, ToolErrorType
 from .policy import ResolvedPolicy
 
 
@@ -142,10 +142,11 @@ class Call:
     """Written by the journal on a write it let run (a first run, or a resumed one it
     settled). Read by dedup's shared ledger: a dead owner's pending entry of this very
     call then runs."""
-    orphaned_s: float | None = None
-    """Written by the journal on a write it found orphaned (its worker died before the
-    receipt): the intent's age in seconds. Read, once, by verify, which looks the write
-    up before anything runs."""
+    unsettled: OutcomeStillUnknown | None = None
+    """Written by the journal on a write whose earlier run it cannot settle: orphaned
+    (`OrphanedWrite`: its worker died before the receipt) or unreadable
+    (`JournalUnreadable`: its store failed). Read, once, by verify, which looks the
+    write up before anything runs (and answers this when the lookup fails)."""
     ledger: dict[str, Any] | None = None
     """Written by dedup: the ledger entries the graph state should keep (by key). Read
     by the graph adapters, which write them at the end of the step (`adapters.rollback`)."""

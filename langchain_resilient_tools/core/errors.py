@@ -17,7 +17,8 @@ exception, to an envelope::
     ├── DuplicateCall                 a repeat that must not run again
     ├── OutcomeStillUnknown           a re-run of a write whose first run is unconfirmed
     │   ├── OrphanedWrite             a journaled write whose worker died before its receipt
-    │   └── WriteInFlight             a journaled write another live worker still runs
+    │   ├── WriteInFlight             a journaled write another live worker still runs
+    │   └── JournalUnreadable         a write whose journal entry could not be read
     ├── Recorded                      a journal receipt's failure, answered again
     ├── LowQualityResult              a successful call whose result is useless
     ├── StateUnavailable              the shared state store failed (``Shared(on_error="closed")``)
@@ -160,6 +161,16 @@ class OrphanedWrite(OutcomeStillUnknown):
 
 class WriteInFlight(OutcomeStillUnknown):
     """Another worker, still alive, runs this very write and gave no receipt in time."""
+
+
+class JournalUnreadable(OutcomeStillUnknown):
+    """The journal's store failed (or stayed locked past the deadline) before it could
+    tell whether this write already ran (a step resumed after a crash looks the same as a
+    first run): it may or may not have taken effect. It is not run (but after a `verify`
+    lookup that found nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__("journal unreadable")
 
 
 class Recorded(ResilienceSignal):

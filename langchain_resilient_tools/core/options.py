@@ -303,4 +303,8 @@ class Shared(Options):
     """When the shared store fails (partition, timeout): ``"open"`` carries on with this
     worker's own state (the breaker and dedup act per worker, so a write sent to two
     workers during the outage may run twice); ``"closed"`` refuses the call with a
-    ``transient_failure`` and never runs the tool. Caches always fail open (a miss)."""
+    ``transient_failure`` and never runs the tool. Caches always fail open (a miss). The
+    write journal never does for a write that must not run twice: when its entry cannot
+    be read, whether the write already ran before a restart is unknown, so it is answered
+    ``unknown_outcome`` without running (``UnknownOutcome.verify``, under ``"open"``,
+    looks it up first); a keyed write, or one safe to repeat, follows this setting."""

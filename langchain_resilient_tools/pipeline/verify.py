@@ -14,9 +14,10 @@ was sent may or may not have taken effect: `text.classify` calls that
 - `fn` raised or did not answer within ``verify_timeout``: ``unknown_outcome``, as
   without `verify`.
 
-The same lookup settles a write the journal found orphaned (`pipeline.journal`: its
-worker died before its receipt): the journal marks the call (`Call.orphaned_s`), and this stage
-looks it up *before* anything runs, with the same three answers.
+The same lookup settles a write whose earlier run the journal could not settle
+(`pipeline.journal`): orphaned (its worker died before its receipt), or unknown because
+the journal's store could not be read. The journal marks the call (`Call.unsettled`), and
+this stage looks it up *before* anything runs, with the same three answers.
 
 `lookup_outcome` is the pure decision on what `fn` said; the drivers do the I/O.
 """
@@ -30,7 +31,13 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ..core.call import Call
-from ..core.errors import AttemptTimeout, OrphanedWrite, ToolErrorType
+from ..core.errors import (
+    AttemptTimeout,
+    JournalUnreadable,
+    OrphanedWrite,
+    OutcomeStillUnknown,
+    ToolErrorType,
+)
 from ..core.idempotency import key_for
 from ..core.policy import ResolvedPolicy, VerifyInfo
 from ..runtime.executor import await_with_timeout
@@ -40,6 +47,7 @@ from ..text.classify import classify
 from .stage import AsyncNext, Next, Stage
 
 log = logging.getLogger(__name__)
+
 
 class Lookup(enum.Enum):
     """What the lookup said, when it did not find the write's result."""
@@ -74,15 +82,20 @@ def settle(found: Any, first: Exception) -> str:
 
 def _verified(call: Call, exc: Exception, value: Any) -> Any:
     call.record.served_by = "verify"
-    kind = "a restart" if isinstance(exc, OrphanedWrite) else type(exc).__name__
+    if isinstance(exc, OrphanedWrite):
+        kind = "a restart"
+    elif isinstance(exc, JournalUnreadable):
+        kind = "its journal could not be read"
+    else:
+        kind = type(exc).__name__
     call.record.notices.append(m.VERIFIED_NOTICE.format(kind=kind))
     return value
 
 
-def orphan(call: Call) -> OrphanedWrite | None:
-    """The journal's finding that `call`'s write is orphaned, if it made one."""
-    ago, call.orphaned_s = call.orphaned_s, None  # told once (`Call.orphaned_s`)
-    return None if ago is None else OrphanedWrite(seconds_ago=float(ago))
+def unsettled(call: Call) -> OutcomeStillUnknown | None:
+    """What the journal could not settle about `call`'s earlier run, if anything."""
+    found, call.unsettled = call.unsettled, None  # told once (`Call.unsettled`)
+    return found
 
 
 class _Lookup:
@@ -93,7 +106,11 @@ class _Lookup:
     def __init__(self, call: Call) -> None:
         policy = call.resolved.policy
         assert policy.unknown_outcome.verify is not None
-        self.call, self.verify, self.timeout = call, policy.unknown_outcome.verify, policy.unknown_outcome.verify_timeout
+        self.call, self.verify, self.timeout = (
+            call,
+            policy.unknown_outcome.verify,
+            policy.unknown_outcome.verify_timeout,
+        )
         self.info = VerifyInfo(call.name, dict(call.args), key_for(call), call.id, call.thread_id)
         self.is_async = inspect.iscoroutinefunction(self.verify)
         self.key, self.max_abandoned = f"{call.name}:verify", policy.timeouts.max_abandoned_threads
@@ -102,9 +119,7 @@ class _Lookup:
         return self.verify(self.info)
 
     def failed(self) -> Lookup:
-        log.warning(
-            "verify of %s failed: the outcome stays unknown", self.call.name, exc_info=True
-        )
+        log.warning("verify of %s failed: the outcome stays unknown", self.call.name, exc_info=True)
         return Lookup.UNKNOWN
 
 
@@ -141,7 +156,7 @@ class VerifyStage(Stage):
     # -- drivers ----------------------------------------------------------------------
 
     def wrap(self, call: Call, call_next: Next) -> Any:
-        first: Exception | None = orphan(call)
+        first: Exception | None = unsettled(call)
         if first is None:
             try:
                 return call_next(call)
@@ -161,7 +176,7 @@ class VerifyStage(Stage):
         return self._awrap(call, call_next)
 
     async def _awrap(self, call: Call, call_next: AsyncNext) -> Any:
-        first: Exception | None = orphan(call)
+        first: Exception | None = unsettled(call)
         if first is None:
             try:
                 return await call_next(call)

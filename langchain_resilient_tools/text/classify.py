@@ -36,6 +36,7 @@ from ..core.errors import (
     DuplicateCall,
     HandledByTool,
     InvalidArguments,
+    JournalUnreadable,
     LowQualityResult,
     MalformedCall,
     OrphanedWrite,
@@ -370,6 +371,8 @@ def _classify(exc: BaseException, call: Call) -> Failure:
         return _unknown(m.ORPHANED_WRITE.format(tool=name, age=m.age_text(exc.seconds_ago)))
     if isinstance(exc, WriteInFlight):
         return _unknown(m.WRITE_IN_FLIGHT.format(tool=name))
+    if isinstance(exc, JournalUnreadable):
+        return _unknown(m.JOURNAL_UNREADABLE.format(tool=name))
     if isinstance(exc, OutcomeStillUnknown):
         return _unknown(m.UNKNOWN_OUTCOME_RERUN.format(tool=name))
     if isinstance(exc, DuplicateCall):

@@ -34,6 +34,10 @@ WRITE_IN_FLIGHT = (
     "{tool} is still being run for this call by another worker, which has not confirmed "
     "the result yet. It was not run again."
 )
+JOURNAL_UNREADABLE = (
+    "{tool} was not run: the journal that records whether this call already ran (before a "
+    "restart) could not be read, so the action may or may not have taken effect already."
+)
 JOURNAL_RESENT = (
     "This call was started before the run was resumed and its worker stopped before it "
     "confirmed; it was sent again with the same idempotency key, so the service carries it "

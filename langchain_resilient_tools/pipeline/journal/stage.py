@@ -21,13 +21,20 @@ whose key already has an entry is decided by `logic.judge`:
   write (``idempotency_key``) is sent again with the same key, which is what the key is
   for: the service carries it out once.
 
-A journal store that fails follows ``on_backend_error``: ``"closed"`` does not run a
-write whose intent cannot be recorded; ``"open"`` runs it unjournaled (logged). A store
-that only waits for another writer's lock (`BackendError.lock_wait`: SQLite's "database
-is locked" while another process makes the table or writes) is tried again first
-(`_Entry.patiently`), within the call's deadline; the receipt likewise, within half a
-lease. A receipt that cannot be written leaves the intent, which a later reader will find
-orphaned (its outcome unknown: true). LangGraph control flow raised through the write (an
+A journal store that fails before it could tell whether the write already ran (a step
+resumed after a crash looks just like a first run) leaves its outcome unknown, whatever
+``Shared.on_error`` says: running it unjournaled is the silent repeat the journal is
+there to prevent. So the write is not run (`JournalUnreadable`, ``unknown_outcome``:
+``unknown_outcome="interrupt"`` asks a person), but with `UnknownOutcome.verify`, which
+looks it up first (found: its answer; not found: it runs once, unjournaled), unless
+``on_error="closed"`` (nothing runs). A write that may be sent again (keyed, declared
+safe to repeat, or run again by a person's choice) follows ``on_error``: ``"closed"``
+does not run it, ``"open"`` runs it unjournaled (logged). A store that only waits for
+another writer's lock (`BackendError.lock_wait`: SQLite's "database is locked" while
+another process makes the table or writes) is tried again first (`_Entry.patiently`),
+within the call's deadline; the receipt likewise, within half a lease. A receipt that
+cannot be written leaves the intent, which a later reader will find orphaned (its
+outcome unknown: true). LangGraph control flow raised through the write (an
 interrupt inside the tool) removes the intent: the tool is meant to run again on resume.
 A write cut short (its run cancelled: a client cancelled it, a server shut down) is
 marked orphaned at once, so a resume settles it without waiting out the lease; on the
@@ -59,7 +66,13 @@ from tenacity import (
 
 from ...core import testing
 from ...core.call import Call
-from ...core.errors import BackendError, OrphanedWrite, Recorded, WriteInFlight
+from ...core.errors import (
+    BackendError,
+    JournalUnreadable,
+    OrphanedWrite,
+    Recorded,
+    WriteInFlight,
+)
 from ...core.idempotency import key_for
 from ...core.policy import ResolvedPolicy
 from ...core.resume import step_of
@@ -235,7 +248,7 @@ class _Entry:
                 return False, None
             if call.resolved.policy.unknown_outcome.verify is None:
                 raise OrphanedWrite(seconds_ago=ago)
-            call.orphaned_s = ago  # the verify stage looks it up first
+            call.unsettled = OrphanedWrite(seconds_ago=ago)  # verify looks it up first
         if verdict is Verdict.RUNNING:
             raise WriteInFlight()
         return False, None
@@ -276,7 +289,7 @@ class JournalStage(Stage):
                     break
             answered, value = entry.answer(verdict, found)
         except BackendError as exc:
-            fail(call, exc, "journal")  # "closed": the write is not run
+            _unreadable(call, exc)
             return None, _RUN, None
         except OrphanedWrite as exc:
             entry.write_receipt(exc=exc)  # a later resume is told the same
@@ -362,6 +375,20 @@ class JournalStage(Stage):
         await off_loop(remote, entry.write_receipt, value)
         _finished_here(entry.key, done)
         return value
+
+
+def _unreadable(call: Call, exc: BackendError) -> None:
+    """The journal's store failed before it could tell whether `call`'s write already
+    ran: raise, or return to run it (marked for verify, or unjournaled)."""
+    resolved = call.resolved
+    if resolved.idempotent or resolved.rerun:  # sent again with its key, or safe to repeat
+        fail(call, exc, "journal")  # "closed": not run; "open": run unjournaled
+        return
+    log.warning("journal: the entry of %s could not be read; its outcome is unknown", call.name)
+    policy = resolved.policy
+    if policy.unknown_outcome.verify is None or policy.shared.on_error == "closed":
+        raise JournalUnreadable() from exc
+    call.unsettled = JournalUnreadable()  # verify looks it up first
 
 
 def _abandon_now(entry: _Entry, remote: bool) -> None:
