@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.types import Command
 
 from langchain_resilient_tools import Shared, ToolPolicy, UnknownOutcome
 from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
@@ -126,6 +127,12 @@ def test_a_person_is_asked_about_a_write_whose_journal_fails(
     assert box.sent == [] and len(questions) == 1
     assert questions[0].value["tool_call_id"] == pending.call_id
     assert "journal" in json.dumps(questions[0].value)
+    # The person chooses to run it again: it runs once (the store still failing, as
+    # a rerun the LangGraph task keeps from running a third time), with the same key.
+    resume = Command(resume={questions[0].id: {"choice": "run_again"}})
+    out = harness.invoke(pending.graph, resume, {"configurable": {"thread_id": pending.thread}})
+    assert box.sent == [pending.idempotency_key()]
+    assert not out.get("__interrupt__")
 
 
 def test_a_first_run_whose_journal_fails_is_not_run_either(
