@@ -24,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
 RESULTS_DIR = Path(__file__).parent / "results"
 
 Batch = Callable[[], None]
@@ -180,3 +182,31 @@ def per_call_us(fn: Callable[[], Any], reps: int) -> float:
             fn()
         best = min(best, (time.perf_counter() - start) / reps)
     return best * 1e6
+
+
+def answers(result: Any) -> list[tuple[Any, ...]]:
+    """What a run answered, as the model reads it: each `ToolMessage`'s content, status,
+    call id and tool name (in a node's or graph's ``{"messages": [...]}``, or alone)."""
+    messages = result.get("messages", []) if isinstance(result, dict) else [result]
+    return [
+        (m.content, m.status, m.tool_call_id, m.name)
+        for m in messages
+        if isinstance(m, ToolMessage)
+    ]
+
+
+def check_same_answers(runs: Mapping[str, Callable[[], Any]], baseline: str) -> None:
+    """Raise when a variant answers otherwise than `baseline`: a benchmark times only
+    variants that do the same work (a broken build answering every call with an error
+    would otherwise look fast). `runs`: each variant's one fixed run, returning its
+    result."""
+    expected = answers(runs[baseline]())
+    if not expected:
+        raise RuntimeError(f"{baseline} answered no tool call")
+    for name, run in runs.items():
+        got = answers(run())
+        if got != expected:
+            raise RuntimeError(
+                f"{name} answers otherwise than {baseline}: {got!r} != {expected!r}; "
+                "its time would not be comparable"
+            )

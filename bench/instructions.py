@@ -74,6 +74,7 @@ def _prepares(
     """The variants of one cell, each as a `bench._util.Prepare`."""
     if calls == WRAPPER:
         tools = wrapper.variants(wrapper.make_tool())
+        wrapper.check_answers({k: tools[k] for k in WRAPPER_VARIANTS}, mode, loop)
         return {
             name: wrapper._prepare(tools[name], mode, loop, timed=name == wrapper.PEER)
             for name in WRAPPER_VARIANTS
@@ -83,6 +84,7 @@ def _prepares(
     if floor:
         nodes[FLOOR] = attempt_only(tool)
     names = (*VARIANTS, *([FLOOR] if floor else []))
+    overhead.check_answers({k: nodes[k] for k in names}, mode, int(calls), loop)
     return {name: overhead._prepare(nodes[name], mode, int(calls), loop) for name in names}
 
 

@@ -177,6 +177,22 @@ def _prepare(
     return prepare
 
 
+def check_answers(
+    runnables: dict[str, Any], mode: str, calls: int, loop: asyncio.AbstractEventLoop | None
+) -> None:
+    """Every variant answers one fixed message as `BASELINE` does (`_util.check_same_answers`)."""
+    state = make_inputs(1, calls)[0]
+
+    def run(runnable: Any) -> Callable[[], Any]:
+        config = _DIRECT_CONFIG if isinstance(runnable, ToolNode) else None
+        if mode == "sync":
+            return lambda: runnable.invoke(state, config)
+        assert loop is not None
+        return lambda: loop.run_until_complete(runnable.ainvoke(state, config))
+
+    _util.check_same_answers({k: run(r) for k, r in runnables.items()}, BASELINE)
+
+
 def run_cell(
     mode: str, context: str, calls: int, *, rounds: int, target_s: float
 ) -> dict[str, Any]:
@@ -185,6 +201,7 @@ def run_cell(
     runnables = {k: (in_graph(v) if context == "graph" else v) for k, v in nodes.items()}
     loop = asyncio.new_event_loop() if mode == "async" else None
     try:
+        check_answers(runnables, mode, calls, loop)
         prepares = {k: _prepare(r, mode, calls, loop) for k, r in runnables.items()}
         iters = _util.calibrate(prepares[BASELINE], target_s)
         timings = _util.interleave(prepares, rounds=rounds, iters=iters, calls_per_iter=calls)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -96,10 +96,25 @@ def _prepare(
     return prepare
 
 
+def check_answers(
+    tools: dict[str, BaseTool], mode: str, loop: asyncio.AbstractEventLoop | None
+) -> None:
+    """Every variant answers one fixed call as `BASELINE` does (`_util.check_same_answers`)."""
+    def run(tool: BaseTool) -> Callable[[], Any]:
+        made = {"name": tool.name, "args": {"x": 7}, "id": "check", "type": "tool_call"}
+        if mode == "sync":
+            return lambda: tool.invoke(made)
+        assert loop is not None
+        return lambda: loop.run_until_complete(tool.ainvoke(made))
+
+    _util.check_same_answers({k: run(t) for k, t in tools.items()}, BASELINE)
+
+
 def run_cell(mode: str, *, rounds: int, target_s: float) -> dict[str, Any]:
     tools = variants(make_tool())
     loop = asyncio.new_event_loop() if mode == "async" else None
     try:
+        check_answers(tools, mode, loop)
         prepares = {k: _prepare(t, mode, loop, timed=k == PEER) for k, t in tools.items()}
         iters = _util.calibrate(prepares[BASELINE], target_s)
         timings = _util.interleave(prepares, rounds=rounds, iters=iters, calls_per_iter=1)

@@ -168,3 +168,37 @@ def test_redact_cost_tiny() -> None:
     assert len(result["rows"]) == 1 + len(bench_redact.ADVERSARIAL)
     assert all(r["us_per_call"] > 0 for r in result["rows"])
     assert "typical tool error" in bench_redact.table(result)
+
+
+def test_a_variant_that_answers_otherwise_is_never_timed() -> None:
+    """A broken build (here: a node whose tool always raises) answers every call with an
+    error, which costs less than running the tool: the benchmarks refuse to time it
+    instead of showing a speed-up."""
+    import asyncio
+
+    import pytest
+    from langchain_core.tools import StructuredTool
+
+    from bench import _util, instructions, wrapper
+    from langchain_resilient_tools import ResilientToolNode
+
+    def get_value(x: int) -> str:
+        """Always fails."""
+        raise TypeError("broken")
+
+    broken = StructuredTool.from_function(get_value, name=overhead.TOOL_NAME)
+    loop = asyncio.new_event_loop()
+    try:
+        for mode in ("sync", "async"):
+            nodes = dict(overhead.make_nodes(overhead.make_tool()))
+            overhead.check_answers(nodes, mode, 3, loop)  # the real variants agree
+            nodes["resilient_node"] = ResilientToolNode([broken])
+            with pytest.raises(RuntimeError, match="resilient_node answers otherwise"):
+                overhead.check_answers(nodes, mode, 3, loop)
+            tools = wrapper.variants(wrapper.make_tool())
+            wrapper.check_answers(tools, mode, loop)
+            assert set(instructions._prepares(mode, instructions.WRAPPER, loop, False))
+    finally:
+        loop.close()
+    with pytest.raises(RuntimeError, match="answered no tool call"):
+        _util.check_same_answers({"a": lambda: {"messages": []}}, "a")
