@@ -195,16 +195,29 @@ def answers(result: Any) -> list[tuple[Any, ...]]:
     ]
 
 
-def check_same_answers(runs: Mapping[str, Callable[[], Any]], baseline: str) -> None:
+def check_same_answers(
+    variants: Mapping[str, Any],
+    baseline: str,
+    mode: str,
+    loop: Any,
+    given: Callable[[Any], tuple[Any, Any]],
+) -> None:
     """Raise when a variant answers otherwise than `baseline`: a benchmark times only
     variants that do the same work (a broken build answering every call with an error
-    would otherwise look fast). `runs`: each variant's one fixed run, returning its
-    result."""
-    expected = answers(runs[baseline]())
+    would otherwise look fast). Each variant (a runnable) answers once, ``invoke`` or, on
+    `loop`, ``ainvoke`` (`mode`), the input and config `given` returns for it."""
+
+    def run(variant: Any) -> Any:
+        value, config = given(variant)
+        if mode == "sync":
+            return variant.invoke(value, config)
+        return loop.run_until_complete(variant.ainvoke(value, config))
+
+    expected = answers(run(variants[baseline]))
     if not expected:
         raise RuntimeError(f"{baseline} answered no tool call")
-    for name, run in runs.items():
-        got = answers(run())
+    for name, variant in variants.items():
+        got = answers(run(variant))
         if got != expected:
             raise RuntimeError(
                 f"{name} answers otherwise than {baseline}: {got!r} != {expected!r}; "

@@ -182,15 +182,10 @@ def check_answers(
 ) -> None:
     """Every variant answers one fixed message as `BASELINE` does (`_util.check_same_answers`)."""
     state = make_inputs(1, calls)[0]
-
-    def run(runnable: Any) -> Callable[[], Any]:
-        config = _DIRECT_CONFIG if isinstance(runnable, ToolNode) else None
-        if mode == "sync":
-            return lambda: runnable.invoke(state, config)
-        assert loop is not None
-        return lambda: loop.run_until_complete(runnable.ainvoke(state, config))
-
-    _util.check_same_answers({k: run(r) for k, r in runnables.items()}, BASELINE)
+    _util.check_same_answers(
+        runnables, BASELINE, mode, loop,
+        lambda r: (state, _DIRECT_CONFIG if isinstance(r, ToolNode) else None),
+    )  # fmt: skip
 
 
 def run_cell(

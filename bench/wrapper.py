@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -100,14 +100,10 @@ def check_answers(
     tools: dict[str, BaseTool], mode: str, loop: asyncio.AbstractEventLoop | None
 ) -> None:
     """Every variant answers one fixed call as `BASELINE` does (`_util.check_same_answers`)."""
-    def run(tool: BaseTool) -> Callable[[], Any]:
-        made = {"name": tool.name, "args": {"x": 7}, "id": "check", "type": "tool_call"}
-        if mode == "sync":
-            return lambda: tool.invoke(made)
-        assert loop is not None
-        return lambda: loop.run_until_complete(tool.ainvoke(made))
-
-    _util.check_same_answers({k: run(t) for k, t in tools.items()}, BASELINE)
+    _util.check_same_answers(
+        tools, BASELINE, mode, loop,
+        lambda t: ({"name": t.name, "args": {"x": 7}, "id": "check", "type": "tool_call"}, None),
+    )  # fmt: skip
 
 
 def run_cell(mode: str, *, rounds: int, target_s: float) -> dict[str, Any]:

@@ -200,5 +200,9 @@ def test_a_variant_that_answers_otherwise_is_never_timed() -> None:
             assert set(instructions._prepares(mode, instructions.WRAPPER, loop, False))
     finally:
         loop.close()
+    class Silent:  # answers with no tool message
+        def invoke(self, value: Any, config: Any) -> Any:
+            return {"messages": []}
+
     with pytest.raises(RuntimeError, match="answered no tool call"):
-        _util.check_same_answers({"a": lambda: {"messages": []}}, "a")
+        _util.check_same_answers({"a": Silent()}, "a", "sync", None, lambda v: (None, None))
