@@ -17,10 +17,14 @@ process (the imports are paid once): a few minutes in all.
     python -m bench.instructions [--calls 1 10] [--modes async sync] [--quick] [--floor]
                                  [--wrapper]
 
-``--floor`` adds a lower bound, ``attempt_only``: a `ResilientToolNode` whose pipeline
+``--floor`` adds two lower bounds. ``attempt_only``: a `ResilientToolNode` whose pipeline
 keeps only the attempt stage (the per-attempt deadline), i.e. the adapter plus the one
-guarantee no policy can turn off. Users cannot build it; it shows how much of the
-overhead the optional stages cost and how much is left without them.
+guarantee no policy can turn off. ``adapter_only`` (async cells): one whose pipeline keeps
+no stage at all, not even the deadline, i.e. what the adapter's own bookkeeping costs (a
+`Call` and its record, the statistics, the twins of a step, the check of the answer).
+Users cannot build either; they show how much of the overhead the optional stages cost
+and how much is left without them. (A sync step of several calls reaches its worker
+threads through the attempt stage, so ``adapter_only`` has no sync cells.)
 
 Writes ``bench/results/instructions.json`` (not with ``--quick``).
 """
@@ -49,6 +53,7 @@ WRAPPER_VARIANTS = (wrapper.BASELINE, wrapper.PEER, "wrapped")
 WRAPPER = "wrapper"
 """The ``calls`` of a `bench.wrapper` cell (one tool call per invocation)."""
 FLOOR = "attempt_only"
+ADAPTER_FLOOR = "adapter_only"
 ITERS = {1: 60, 10: 8, 100: 1}
 """Measured invocations per cell (instructions are exact: few are needed)."""
 
@@ -58,6 +63,21 @@ def attempt_only(tool: Any) -> ResilientToolNode:
     node = ResilientToolNode([tool])
     node.pipeline.stages = [s for s in node.pipeline.stages if s.name == "attempt"]
     return node
+
+
+def adapter_only(tool: Any) -> ResilientToolNode:
+    """The `ADAPTER_FLOOR` variant (async): a node whose pipeline keeps no stage."""
+    node = ResilientToolNode([tool])
+    node.pipeline.stages = []
+    return node
+
+
+def _floors(mode: str, tool: Any) -> dict[str, Any]:
+    """The lower bounds of a node cell (`--floor`): `FLOOR`, and `ADAPTER_FLOOR` in async."""
+    floors = {FLOOR: attempt_only(tool)}
+    if mode == "async":
+        floors[ADAPTER_FLOOR] = adapter_only(tool)
+    return floors
 
 
 Cell = tuple[str, int | str]
@@ -81,9 +101,9 @@ def _prepares(
         }
     tool = overhead.make_tool()
     nodes: dict[str, Any] = dict(overhead.make_nodes(tool))
-    if floor:
-        nodes[FLOOR] = attempt_only(tool)
-    names = (*VARIANTS, *([FLOOR] if floor else []))
+    floors = _floors(mode, tool) if floor else {}
+    nodes.update(floors)
+    names = (*VARIANTS, *floors)
     overhead.check_answers({k: nodes[k] for k in names}, mode, int(calls), loop)
     return {name: overhead._prepare(nodes[name], mode, int(calls), loop) for name in names}
 
@@ -166,7 +186,7 @@ def table(result: dict[str, Any]) -> str:
     floor = any(FLOOR in c["ratio"] for c in result["cells"])
     headers = ["mode", "calls", "baseline kIr/call", "peer kIr/call", "ours kIr/call"]
     headers += ["ours / baseline", "ours / peer"]
-    headers += [f"{FLOOR} ratio"] if floor else []
+    headers += [f"{FLOOR} ratio", f"{ADAPTER_FLOOR} ratio"] if floor else []
     headers += ["target", "peer target"]
     rows = []
     for c in result["cells"]:
@@ -186,7 +206,11 @@ def table(result: dict[str, Any]) -> str:
                 counts[ours] / 1000,
                 c["ratio"][ours],
                 c.get("peer_ratio", {}).get(ours, "-"),
-                *([c["ratio"].get(FLOOR, "-")] if floor else []),
+                *(
+                    [c["ratio"].get(FLOOR, "-"), c["ratio"].get(ADAPTER_FLOOR, "-")]
+                    if floor
+                    else []
+                ),
                 c.get("target_resilient_node") or "-",
                 c.get("peer_target", "-"),
             ]
@@ -208,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         "--wrapper", action="store_true", help="add the wrapper's cells (`bench.wrapper`)"
     )
     parser.add_argument(
-        "--floor", action="store_true", help=f"add the {FLOOR} lower bound (see the docstring)"
+        "--floor", action="store_true", help="add the lower bounds (see the docstring)"
     )
     opts = parser.parse_args(args)
     if shutil.which("valgrind") is None:

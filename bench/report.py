@@ -241,11 +241,41 @@ def _instructions(data: dict[str, Any]) -> str:
             "ResilientTool.wrap" if wrapper else f"ResilientToolNode, {c['calls_per_message']} per message",
             ratio(c, "wrapped" if wrapper else "resilient_node"),
             "" if wrapper else ratio(c, "attempt_only"),
+            "" if wrapper else ratio(c, "adapter_only"),
             ratio(c, "tool" if wrapper else "toolnode"),
             f"{c['peer_target']}x" if "peer_target" in c else "",
         ])  # fmt: skip
     headers = ["mode", "adapter", "ours / timed peer", "lower bound (attempt stage only)",
-               "untimed peer / timed peer", "target"]  # fmt: skip
+               "lower bound (no stage, no deadline)", "untimed peer / timed peer",
+               "target"]  # fmt: skip
+    return _table(headers, rows)
+
+
+_BREAKDOWN = (
+    ("`ToolNode`", "toolnode", ""),
+    ("the timed peer", "toolnode+timeout", "its timeout (`asyncio.wait_for`)"),
+    ("`adapter_only`", "adapter_only", "the adapter's bookkeeping alone: a `Call` and its "
+     "record, the step's twins, the answer's check, the statistics"),
+    ("`attempt_only`", "attempt_only", "that, and the attempt stage's deadline (`runtime.drive`)"),
+    ("`ResilientToolNode`", "resilient_node", "that, and every other stage the default policy applies"),
+)  # fmt: skip
+
+
+def _breakdown(data: dict[str, Any]) -> str:
+    """The async node's cells that have the lower bounds (``--floor``): per variant, its
+    instructions per call and its ratio to `ToolNode`, each adding to the one before."""
+    rows = []
+    for c in data["cells"]:
+        counts = c["instructions_per_call"]
+        if c["mode"] != "async" or "adapter_only" not in counts:
+            continue
+        for label, key, what in _BREAKDOWN:
+            rows.append([c["calls_per_message"], label, f"{counts[key]:,}",
+                         f"{c['ratio'][key]:.3f}x", what])  # fmt: skip
+    if not rows:
+        return f"{NOT_MEASURED} (run `python -m bench.instructions --floor`)."
+    headers = ["calls per message", "variant", "instructions per call", "/ `ToolNode`",
+               "what it adds to `ToolNode`"]  # fmt: skip
     return _table(headers, rows)
 
 
@@ -285,6 +315,7 @@ RENDERERS: dict[str, Renderer] = {
     "backends.json": _backends,
     "checkpoints.json": _checkpoints,
     "instructions.json": _instructions,
+    "instructions.json#breakdown": _breakdown,
 }
 """Renderers by file (``name#section`` for one part of a file); any other file that is
 present gets `generic`."""

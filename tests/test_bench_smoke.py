@@ -87,11 +87,58 @@ def test_the_instruction_floor_variant_answers_through_the_attempt_stage_alone()
         "mode": "async",
         "calls_per_message": 1,
         "instructions_per_call": {"toolnode": 1000, "resilient_node": 1200},
-        "ratio": {"toolnode": 1.0, "resilient_node": 1.2, instructions.FLOOR: 1.1},
+        "ratio": {
+            "toolnode": 1.0, "resilient_node": 1.2, instructions.FLOOR: 1.1,
+            instructions.ADAPTER_FLOOR: 1.05,
+        },
         "target_resilient_node": 1.15,
-    }
+    }  # fmt: skip
     text = instructions.table({"cells": [cell]})
     assert "attempt_only ratio" in text and "1.1" in text
+    assert "adapter_only ratio" in text and "1.05" in text
+
+
+def test_the_adapter_floor_has_no_stage_and_answers_as_toolnode_does() -> None:
+    """`adapter_only` (async cells only) runs no stage: its answers are ToolNode's, and a
+    hung tool is not cut short (no deadline), which is what makes it a lower bound."""
+    import asyncio
+
+    from bench import instructions
+
+    loop = asyncio.new_event_loop()
+    try:
+        for calls in (1, 3):
+            floors = instructions._floors("async", overhead.make_tool())
+            assert set(floors) == {instructions.FLOOR, instructions.ADAPTER_FLOOR}
+            assert floors[instructions.ADAPTER_FLOOR].pipeline.stages == []
+            nodes = {"toolnode": overhead.make_nodes(overhead.make_tool())["toolnode"], **floors}
+            overhead.check_answers(nodes, "async", calls, loop)
+            assert set(instructions._prepares("async", calls, loop, True)) == {
+                *instructions.VARIANTS, instructions.FLOOR, instructions.ADAPTER_FLOOR,
+            }  # fmt: skip
+        assert set(instructions._floors("sync", overhead.make_tool())) == {instructions.FLOOR}
+    finally:
+        loop.close()
+
+
+def test_the_breakdown_shows_each_async_cell_with_its_lower_bounds() -> None:
+    from bench import report
+
+    counts = {"toolnode": 1000, "toolnode+timeout": 1050, "adapter_only": 1100,
+              "attempt_only": 1130, "resilient_node": 1160}  # fmt: skip
+    cell = {
+        "mode": "async",
+        "calls_per_message": 10,
+        "instructions_per_call": counts,
+        "ratio": {k: v / 1000 for k, v in counts.items()},
+    }
+    sync = {**cell, "mode": "sync"}
+    text = report._breakdown({"cells": [cell, sync]})
+    assert text.count("| 10 |") == 5  # the async cell only
+    assert "| 10 | `adapter_only` | 1,100 | 1.100x |" in text
+    assert "| 10 | `ResilientToolNode` | 1,160 | 1.160x |" in text
+    unbounded = {**cell, "instructions_per_call": {"toolnode": 1000, "resilient_node": 1160}}
+    assert report._breakdown({"cells": [unbounded]}).startswith(report.NOT_MEASURED)
 
 
 def test_checkpoint_bytes_tiny() -> None:
