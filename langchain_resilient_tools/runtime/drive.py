@@ -8,11 +8,21 @@ what the coroutine waits for *or* for the deadline, whichever comes first. At th
 deadline (one of the loop's `runtime.alarms`) what the coroutine waits for is cancelled (so that the cancellation reaches
 the tool, as a task's cancellation does), the coroutine is handed to a task of its own
 that goes on from where it stopped (`_resume`; kept until it finishes), and the caller
-gets `AttemptTimeout` at once, whether or not the tool ever acknowledges it. A caller
-cancelled while it waits hands the coroutine on in the same way.
+gets `AttemptTimeout` at once, whether or not the tool ever acknowledges it.
 
-One thing differs from a task of its own: during the tool's steps
-``asyncio.current_task()`` is the caller's task (as for a tool ToolNode awaits directly).
+During the coroutine's steps ``asyncio.current_task()`` is the caller's task, as for a
+coroutine ToolNode awaits directly; so a cancellation of the caller's task is passed on
+to the coroutine as if the caller awaited it directly: what the coroutine waits for is
+cancelled (or the coroutine is thrown `CancelledError` at its next step), and the
+coroutine decides. That cancellation may come from the caller's own caller, or from the
+coroutine itself: ``asyncio.timeout()`` and ``asyncio.TaskGroup`` cancel the current
+task, and a user's ``awrap_tool_call`` (or another middleware) that bounds the tool with
+one expects to catch its own `TimeoutError`. The coroutine goes on being driven until it
+returns or raises (normally the `CancelledError`), or until the deadline: then it is
+handed on as above and the caller gets `CancelledError`. A coroutine that returns while
+the cancellation is still asked for (not consumed with ``Task.uncancel``, as
+``asyncio.timeout`` consumes its own) leaves the caller `CancelledError`, as the task
+`ToolNode` gathers a call in would.
 """
 
 from __future__ import annotations
@@ -79,36 +89,67 @@ async def _waits(
     watch = _Watch()
     alarms = alarms_for(loop)
     alarm = alarms.at(deadline, watch.expire)
+    cancelled: asyncio.CancelledError | None = None  # the caller's task was cancelled
+    base = 0  # its pending cancellation requests before that
     try:
         while True:
             if pending is not None and not _awaits_future(pending, loop):
                 return await _in_task(coro, pending, loop, context, watch, timeout)
-            watch.gate = gate = loop.create_future()
-            if pending is None:  # a bare yield (``asyncio.sleep(0)``): one loop turn
-                loop.call_soon(watch.wake)
-            else:
+            if pending is not None:
                 pending._asyncio_future_blocking = False  # taken, as a task takes it
-                pending.add_done_callback(watch.wake)
-            try:
-                await gate
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException:  # the caller is cancelled: so is the tool
+            thrown: BaseException | None = None
+            while True:  # until what the coroutine waits for is done, or the deadline
+                watch.gate = gate = loop.create_future()
+                if pending is None:  # a bare yield (``asyncio.sleep(0)``): one loop turn
+                    loop.call_soon(watch.wake)
+                else:
+                    pending.add_done_callback(watch.wake)
+                try:
+                    await gate
+                    break
+                except GeneratorExit:
+                    coro.close()
+                    raise
+                except asyncio.CancelledError as exc:  # passed on, as to an awaited coroutine
+                    if watch.expired:
+                        _hand_off(coro, pending, loop, context, watch)
+                        raise
+                    if cancelled is None:
+                        base = _requests() - 1
+                    cancelled = exc
+                    if pending is not None:
+                        pending.remove_done_callback(watch.wake)
+                        if pending.cancel(exc.args[0] if exc.args else None):
+                            continue  # it hears of it through what it waits for
+                    thrown = exc  # nothing left to cancel: thrown in at its next step
+                    break
+                except BaseException:
+                    _hand_off(coro, pending, loop, context, watch)
+                    raise
+            if watch.expired and thrown is None and not (pending is not None and pending.done()):
                 _hand_off(coro, pending, loop, context, watch)
-                raise
-            if watch.expired and not (pending is not None and pending.done()):
-                _hand_off(coro, pending, loop, context, watch)
-                raise AttemptTimeout(timeout)
+                raise cancelled or AttemptTimeout(timeout)
             try:
-                pending = context.run(coro.send, None)
+                if thrown is None:
+                    pending = context.run(coro.send, None)
+                else:
+                    pending = context.run(coro.throw, thrown)
             except StopIteration as stop:
+                if cancelled is not None and _requests() > base:
+                    raise cancelled from None  # still asked for: as ToolNode's gather does
                 return stop.value  # type: ignore[no-any-return]
             if watch.expired:  # the deadline passed while it ran: it goes on alone
                 _hand_off(coro, pending, loop, context, watch)
-                raise AttemptTimeout(timeout)
+                raise cancelled or AttemptTimeout(timeout)
     finally:
         alarms.cancel(alarm)
+
+
+def _requests() -> int:
+    """The cancellation requests pending on the current task (``Task.cancelling``): one
+    the coroutine consumed (``asyncio.timeout`` does, with ``uncancel``) is not counted."""
+    task = asyncio.current_task()
+    return 1 if task is None else task.cancelling()
 
 
 def _awaits_future(pending: Any, loop: asyncio.AbstractEventLoop) -> bool:
