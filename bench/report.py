@@ -263,7 +263,8 @@ _BREAKDOWN = (
 
 def _breakdown(data: dict[str, Any]) -> str:
     """The async node's cells that have the lower bounds (``--floor``): per variant, its
-    instructions per call and its ratio to `ToolNode`, each adding to the one before."""
+    instructions per call and its ratio to `ToolNode`; each of ours adds to the one
+    before it (the timed peer only to `ToolNode`)."""
     rows = []
     for c in data["cells"]:
         counts = c["instructions_per_call"]
