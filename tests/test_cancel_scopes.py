@@ -11,6 +11,7 @@ cancelled. A cancellation from outside still cancels the run, as it does ToolNod
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -141,6 +142,25 @@ def test_a_middleware_inside_ours_that_bounds_the_tool_answers_the_call(bound: s
     answers = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert [m.content for m in answers] == [BOUNDED]
     assert out["messages"][-1].content == "done"
+
+
+def test_the_deadline_after_a_bound_the_wrapper_caught_is_the_layers_timeout() -> None:
+    """A wrapper that caught its own bound and then waits again meets the attempt's
+    deadline: the call is answered `timeout`, not cancelled (its cancellation was
+    consumed by the bound)."""
+
+    async def bound_then_wait(request: ToolCallRequest, execute: Execute) -> Any:
+        try:
+            async with asyncio.timeout(0):
+                return await execute(request)
+        except TimeoutError:
+            return await execute(request)  # unbounded this time: the layer's deadline ends it
+
+    node = ResilientToolNode(
+        [hanging_tool()], policy=ToolPolicy(timeout=0.05), awrap_tool_call=bound_then_wait
+    )
+    (answer,) = asyncio.run(_run_node(node, 1))
+    assert json.loads(answer)["error"] == "timeout"
 
 
 def _answering_tool(started: asyncio.Event) -> BaseTool:

@@ -128,19 +128,19 @@ async def _waits(
                     raise
             if watch.expired and thrown is None and not (pending is not None and pending.done()):
                 _hand_off(coro, pending, loop, context, watch)
-                raise cancelled or AttemptTimeout(timeout)
+                raise _asked(cancelled, base) or AttemptTimeout(timeout)
             try:
                 if thrown is None:
                     pending = context.run(coro.send, None)
                 else:
                     pending = context.run(coro.throw, thrown)
             except StopIteration as stop:
-                if cancelled is not None and _requests() > base:
-                    raise cancelled from None  # still asked for: as ToolNode's gather does
+                if (asked := _asked(cancelled, base)) is not None:
+                    raise asked from None  # as the task ToolNode gathers a call in does
                 return stop.value  # type: ignore[no-any-return]
             if watch.expired:  # the deadline passed while it ran: it goes on alone
                 _hand_off(coro, pending, loop, context, watch)
-                raise cancelled or AttemptTimeout(timeout)
+                raise _asked(cancelled, base) or AttemptTimeout(timeout)
     finally:
         alarms.cancel(alarm)
 
@@ -150,6 +150,12 @@ def _requests() -> int:
     the coroutine consumed (``asyncio.timeout`` does, with ``uncancel``) is not counted."""
     task = asyncio.current_task()
     return 1 if task is None else task.cancelling()
+
+
+def _asked(cancelled: asyncio.CancelledError | None, base: int) -> asyncio.CancelledError | None:
+    """`cancelled` (the caller's task's cancellation) if it is still asked for: more
+    requests pending than the `base` before it (none consumed it since)."""
+    return cancelled if cancelled is not None and _requests() > base else None
 
 
 def _awaits_future(pending: Any, loop: asyncio.AbstractEventLoop) -> bool:
