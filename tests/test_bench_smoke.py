@@ -99,8 +99,8 @@ def test_the_instruction_floor_variant_answers_through_the_attempt_stage_alone()
 
 
 def test_the_adapter_floor_has_no_stage_and_answers_as_toolnode_does() -> None:
-    """`adapter_only` (async cells only) runs no stage: its answers are ToolNode's, and a
-    hung tool is not cut short (no deadline), which is what makes it a lower bound."""
+    """`adapter_only` (async cells only) keeps no stage, not even the attempt's deadline,
+    which is what makes it a lower bound; its answers are ToolNode's."""
     import asyncio
 
     from bench import instructions
@@ -247,6 +247,7 @@ def test_a_variant_that_answers_otherwise_is_never_timed() -> None:
             assert set(instructions._prepares(mode, instructions.WRAPPER, loop, False))
     finally:
         loop.close()
+
     class Silent:  # answers with no tool message
         def invoke(self, value: Any, config: Any) -> Any:
             return {"messages": []}

@@ -163,6 +163,21 @@ def test_the_deadline_after_a_bound_the_wrapper_caught_is_the_layers_timeout() -
     assert json.loads(answer)["error"] == "timeout"
 
 
+async def _cancelled_once_started(node: Any, started: asyncio.Event) -> str:
+    """Run one call through `node`, cancel the run once the tool has started: "cancelled"
+    if the run ends cancelled (within 30 s), else the content of its answer."""
+    task = asyncio.ensure_future(
+        node.ainvoke({"messages": [AIMessage("", tool_calls=[_call()])]}, CONFIG)
+    )
+    await asyncio.wait_for(started.wait(), 30)
+    task.cancel()
+    try:
+        out = await asyncio.wait_for(task, 30)
+    except asyncio.CancelledError:
+        return "cancelled"
+    return str(out["messages"][0].content)
+
+
 def _answering_tool(started: asyncio.Event) -> BaseTool:
     async def get_page(url: str) -> str:
         """Answers its own cancellation."""
@@ -181,7 +196,7 @@ def test_a_run_cancelled_from_outside_is_cancelled_even_if_the_tool_answers(adap
     """The tool hears of it (what it waits for is cancelled) and answers; the run is
     still cancelled, as ToolNode's is (its gathered task raises `CancelledError`)."""
 
-    async def main() -> tuple[str, bool]:
+    async def main() -> str:
         started = asyncio.Event()
         tool = _answering_tool(started)
         node: Any = {
@@ -189,25 +204,16 @@ def test_a_run_cancelled_from_outside_is_cancelled_even_if_the_tool_answers(adap
             "node": lambda: ResilientToolNode([tool], policy=POLICY),
             "wrapper": lambda: ToolNode([ResilientTool.wrap(tool, policy=POLICY)]),
         }[adapter]()
-        task = asyncio.ensure_future(
-            node.ainvoke({"messages": [AIMessage("", tool_calls=[_call()])]}, CONFIG)
-        )
-        await asyncio.wait_for(started.wait(), 30)
-        task.cancel()
-        try:
-            out = await task
-        except asyncio.CancelledError:
-            return "cancelled", True
-        return out["messages"][0].content, False
+        return await _cancelled_once_started(node, started)
 
-    assert asyncio.run(main()) == ("cancelled", True)
+    assert asyncio.run(main()) == "cancelled"
 
 
 def test_a_run_cancelled_from_outside_ends_at_the_deadline_if_the_tool_ignores_it() -> None:
     """A tool that ignores its cancellation does not hold a cancelled caller past the
     attempt's deadline: the caller gets `CancelledError` then (the tool goes on alone)."""
 
-    async def main() -> tuple[bool, list[str]]:
+    async def main() -> tuple[str, list[str]]:
         started, heard = asyncio.Event(), []
 
         async def get_page(url: str) -> str:
@@ -221,17 +227,8 @@ def test_a_run_cancelled_from_outside_ends_at_the_deadline_if_the_tool_ignores_i
 
         tool = StructuredTool.from_function(coroutine=get_page, name="get_page")
         node = ResilientToolNode([tool], policy=ToolPolicy(timeout=0.05))
-        task = asyncio.ensure_future(
-            node.ainvoke({"messages": [AIMessage("", tool_calls=[_call()])]}, CONFIG)
-        )
-        await asyncio.wait_for(started.wait(), 30)
-        task.cancel()
-        try:
-            await asyncio.wait_for(task, 30)
-        except asyncio.CancelledError:
-            return True, heard
-        return False, heard
+        return await _cancelled_once_started(node, started), heard
 
-    cancelled, heard = asyncio.run(main())
-    assert cancelled
+    outcome, heard = asyncio.run(main())
+    assert outcome == "cancelled"
     assert heard[:1] == ["cancelled"]  # the cancellation reached the tool
