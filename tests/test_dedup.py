@@ -168,6 +168,7 @@ def test_identical_reads_in_one_message_run_once(harness: Harness) -> None:
     assert served == ["dedup", "tool"]
     reused = next(result[i] for i in "ab" if "repeats an earlier" in str(result[i].content))
     assert reused.status == "success"
+    assert "this is the earlier result." in str(reused.content)  # of this moment: no age
     original = next(result[i] for i in "ab" if result[i] is not reused)
     assert str(reused.content).endswith("\n" + str(original.content))  # the earlier result
     assert result["c"].content == "results for hotels"
@@ -241,6 +242,34 @@ def test_repeat_across_turns_and_restart(harness: Harness) -> None:
         assert [e["status"] for e in entries.values()] == ["ok"]
         # The entry points at the message that holds the result, by its call id.
         assert [(e["call_id"], "content" in e) for e in entries.values()] == [("t1", False)]
+    answered_once(last.state)
+
+
+def test_a_reused_result_says_how_old_it_is(harness: Harness) -> None:
+    """A repeat answered with the earlier result says when that result was made, by the
+    ledger's clock, so that the model can tell a status it polls may have changed since
+    (an identical call in the same message as the one that ran says no age: see
+    `test_identical_reads_in_one_message_run_once`)."""
+    from langchain_resilient_tools.pipeline.dedup.stage import DedupStage
+
+    now = [0.0]
+
+    def at_minute(i: int) -> None:
+        now[0] = 1_000.0 + 300.0 * i  # each turn five minutes after the one before
+        for adapter in harness.adapters:
+            for stage in adapter.pipeline.stages:
+                if isinstance(stage, DedupStage):
+                    stage.clock = lambda: now[0]
+
+    turns = [
+        [tool_call("search_web", {"query": "q"}, id="t1")],
+        [tool_call("search_web", {"query": "q"}, id="t2"), tool_call("search_web", {"query": "q"}, id="t3")],
+    ]  # fmt: skip
+    last = harness.run_turns([search_tool()], turns, before_turn=at_minute)[-1]
+    assert CALLS["search_web"] == 1
+    assert "this is the earlier result, from 5 min ago." in str(last["t2"].content)
+    assert str(last["t2"].content).endswith("\nresults for q")
+    assert "this is the earlier result, from 5 min ago." in str(last["t3"].content)  # t1's too
     answered_once(last.state)
 
 

@@ -25,8 +25,10 @@ from langchain_resilient_tools.core.errors import (
 from langchain_resilient_tools.core.policy import ResolvedPolicy
 from langchain_resilient_tools.pipeline.dedup.core import Do, End, Verdict, Visit
 from langchain_resilient_tools.pipeline.dedup.local import LocalLedger
-from langchain_resilient_tools.pipeline.dedup.logic import Action, Entry, decide
+from langchain_resilient_tools.pipeline.dedup.logic import Action, Entry, age_of, decide
+from langchain_resilient_tools.pipeline.dedup.shared import SharedLedger
 from langchain_resilient_tools.pipeline.dedup.twins import Group, Share
+from langchain_resilient_tools.state.backend import MemoryBackend
 
 
 def make_call(*, read: bool = True, dedup: Any = None, call_id: str = "c2", **fields: Any) -> Call:
@@ -120,6 +122,11 @@ def test_the_answers() -> None:
     assert reuse.answer() == "earlier"
     assert reuse.call.record.served_by == "dedup"
     assert "1 time(s) before" in reuse.call.record.notices[0]
+    assert reuse.call.record.notices[0].endswith("this is the earlier result.")  # age unknown
+    aged = visit_of()
+    aged.told(Verdict(Action.REUSE, entry, age=130.0))
+    assert aged.answer() == "earlier"
+    assert aged.call.record.notices[0].endswith("this is the earlier result, from 2 min ago.")
 
     replay = visit_of()
     replay.told(Verdict(Action.REPLAY, entry))
@@ -241,6 +248,25 @@ def test_the_local_ledger_decides_runs_and_answers() -> None:
     assert second.told(ledger.begin(second)) is Do.ANSWER
     assert second.answer() == "fresh" and second.call.record.served_by == "dedup"
     assert ledger.ledgers["search_web"].get(("thread:t1", second.key)) is verdict.entry
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_a_ledger_says_how_old_the_result_it_reuses_is(shared: bool) -> None:
+    """Both ledgers give a reuse the age of the entry by their own clock (the shared
+    one: the store's, which every worker reads alike); an entry kept in graph state
+    by an older version (no time) has none."""
+    now = [1_000.0]
+    local = LocalLedger(clock=lambda: now[0])
+    ledger: Any = SharedLedger(local, MemoryBackend(clock=lambda: now[0])) if shared else local
+    first = visit_of(call_id="c1")
+    first.told(ledger.begin(first))
+    ledger.end(first, first.ran("fresh"))
+    now[0] += 45.0
+    second = visit_of(call_id="c2")
+    verdict = ledger.begin(second)
+    assert verdict.action is Action.REUSE and verdict.age == 45.0
+    assert age_of(Entry("ok", at=0.0), now[0]) is None
+    assert age_of(Entry("ok", at=now[0] + 5), now[0]) == 0.0  # a clock behind: not negative
 
 
 def test_a_pending_write_of_this_very_call_elsewhere_is_blocked_not_waited_for() -> None:

@@ -184,8 +184,18 @@ DUPLICATE_UNKNOWN = (
 )
 DEDUP_REUSED = (
     "This repeats an earlier identical call to {tool} ({n} time(s) before): the tool was not "
-    "run again, this is the earlier result."
+    "run again, this is the earlier result{age}."
 )
+
+
+def reused_age(seconds: float | None) -> str:
+    """How old a reused result is, for `DEDUP_REUSED` (``", from 5 min ago"``), when its
+    ledger knows and it is not from this very moment (an identical call in the same
+    message): the model can tell an answer that may have changed since (a job's status
+    it polls) from a recent one."""
+    return "" if seconds is None or seconds < 1 else f", from {age_text(seconds)} ago"
+
+
 DEDUP_WARN = "You asked {tool} exactly this before ({n} time(s)); this is a fresh result."
 DEDUP_LOOPING = (
     "This exact call has now been repeated {n} times: you are going in circles. Use the result "

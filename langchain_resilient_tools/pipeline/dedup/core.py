@@ -84,6 +84,9 @@ class Verdict(NamedTuple):
     entry), or the earlier one that answers it; `None` when the store lost it."""
     waiter: concurrent.futures.Future[None] | None = None
     """``WAIT``: resolved when the identical call that runs now ends."""
+    age: float | None = None
+    """``REUSE``: the seconds (ledger clock) since the call that answers was made
+    (`logic.age_of`); `None` when the ledger does not know."""
 
 
 class End(NamedTuple):
@@ -219,7 +222,7 @@ class Visit:
             return entry.content
         if action is Action.REUSE:
             call.record.served_by = "dedup"
-            self._notice(entry, m.DEDUP_REUSED)
+            self._notice(entry, m.DEDUP_REUSED, age=m.reused_age(self.verdict.age))
             return entry.content
         previous = None if entry.content is None else redact(text_of(entry.content), limit=300)
         raise DuplicateCall(
@@ -232,9 +235,9 @@ class Visit:
     def _looping(self, entry: Entry) -> bool:
         return entry.repeats >= self.call.resolved.policy.dedup.looping_after
 
-    def _notice(self, entry: Entry, template: str) -> None:
+    def _notice(self, entry: Entry, template: str, **more: str) -> None:
         notices = self.call.record.notices
-        notices.append(template.format(tool=self.call.name, n=entry.repeats))
+        notices.append(template.format(tool=self.call.name, n=entry.repeats, **more))
         if self._looping(entry):
             notices.append(m.DEDUP_LOOPING.format(n=entry.repeats))
 

@@ -18,7 +18,7 @@ from ...core.call import Call
 from ...core.resume import position
 from .core import COUNTED, RUNS, End, Verdict, Visit
 from .graph_state import forget_if_gone, persist, state_entry
-from .logic import Action, Entry, Ledger, decide
+from .logic import Action, Entry, Ledger, age_of, decide
 
 
 class LocalLedger:
@@ -75,7 +75,7 @@ class LocalLedger:
             if action in COUNTED:
                 entry.repeats += 1
                 persist(call, key, entry)
-            return Verdict(action, entry)
+            return Verdict(action, entry, age=age_of(entry, ledger.clock()))
 
     def end(self, visit: Visit, end: End) -> None:
         """Record how `visit`'s run ended; wake the calls waiting for it."""

@@ -105,6 +105,12 @@ class Entry:
         return self.pos is None or pos is None or self.pos == pos
 
 
+def age_of(entry: Entry, now: float) -> float | None:
+    """How long before `now` (the ledger clock) the call that made `entry` was made;
+    `None` for an entry that does not say (kept in graph state by an older version)."""
+    return max(0.0, now - entry.at) if entry.at > 0 else None
+
+
 def scope_of(call: Call) -> str | None:
     """Who shares a ledger: one conversation thread, else one step or model message.
 

@@ -28,7 +28,7 @@ from ..shared import fail
 from .core import COUNTED, RUNS, End, Verdict, Visit
 from .graph_state import persist
 from .local import LocalLedger
-from .logic import Action, Entry, Status, decide, scope_of
+from .logic import Action, Entry, Status, age_of, decide, scope_of
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class SharedLedger:
             persist(call, visit.key, entry)
             if entry.status != "pending":
                 backend.put(NS_DEDUP, self.lkey, entry.persisted(call.name), ttl=ttl)
-        return Verdict(action, entry)
+        return Verdict(action, entry, age=age_of(entry, now))
 
     def end(self, visit: Visit, end: End) -> None:
         """Record how `visit`'s run ended, here and in the store."""
