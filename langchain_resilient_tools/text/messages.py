@@ -190,9 +190,9 @@ DEDUP_REUSED = (
 
 def reused_age(seconds: float | None) -> str:
     """How old a reused result is, for `DEDUP_REUSED` (``", from 5 min ago"``), when its
-    ledger knows and it is not from this very moment (an identical call in the same
-    message): the model can tell an answer that may have changed since (a job's status
-    it polls) from a recent one."""
+    ledger knows and it is a second old or more (not, say, a fast call's twin in the
+    same message): the model can tell an answer that may have changed since (a job's
+    status it polls) from a recent one."""
     return "" if seconds is None or seconds < 1 else f", from {age_text(seconds)} ago"
 
 
