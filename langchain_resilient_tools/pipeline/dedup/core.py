@@ -85,8 +85,9 @@ class Verdict(NamedTuple):
     waiter: concurrent.futures.Future[None] | None = None
     """``WAIT``: resolved when the identical call that runs now ends."""
     age: float | None = None
-    """``REUSE``: the seconds (ledger clock) since the call that answers was made
-    (`logic.age_of`); `None` when the ledger does not know."""
+    """``REUSE`` and ``BLOCK`` (a counted repeat; read by the reuse's notice): the
+    seconds (ledger clock) since the earlier call was made (`logic.age_of`); `None`
+    when the ledger does not know."""
 
 
 class End(NamedTuple):
