@@ -72,11 +72,11 @@ def book_tool() -> Any:
         ("reuse", False, "done", Action.BLOCK),
         ("block", False, "ok", Action.BLOCK),
         ("block", False, "pending", Action.BLOCK),
-        ("block", False, "unknown_outcome", Action.BLOCK),
+        ("block", False, "unknown_outcome", Action.RESEND),
         ("block", False, "failed", Action.RUN),
         ("warn", True, "ok", Action.WARN),
         ("warn", False, "pending", Action.BLOCK),
-        ("warn", False, "unknown_outcome", Action.BLOCK),
+        ("warn", False, "unknown_outcome", Action.RESEND),
         ("off", False, "unknown_outcome", Action.RUN),
         ("off", True, "ok", Action.RUN),
     ],
@@ -311,16 +311,30 @@ def test_escalates_when_looping(harness: Harness) -> None:
 THREAD = {"configurable": {"thread_id": "t-direct"}}
 
 
-def test_write_with_unknown_outcome_is_not_repeated() -> None:
+def test_a_write_sent_again_after_its_unknown_outcome_runs_once_more() -> None:
+    """Safe is not stuck: the model told an outcome is unknown checks and sends the write
+    again; that runs (once), and a repeat of it after it succeeded is blocked."""
     wrapped = ResilientTool.wrap(flaky_tool("send_email", failures=1))
     first = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="1"), THREAD)
     second = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="2"), THREAD)
-    assert body(first)["error"] == "unknown_outcome"
-    data = body(second)
-    assert data["error"] == "duplicate_call"
-    assert "may or may not have taken effect" in data["message"]
+    third = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="3"), THREAD)
+    data = body(first)
+    assert data["error"] == "unknown_outcome"
     assert "check whether it took effect" in data["suggestion"]
-    assert CALLS["send_email"] == 1
+    assert "send this same call again" in data["suggestion"]
+    assert second.status == "success" and second.content == "result for hi"
+    assert body(third)["error"] == "duplicate_call"
+    assert CALLS["send_email"] == 2
+
+
+def test_decide_blocks_the_first_repeat_of_an_unknown_outcome_nobody_was_told() -> None:
+    """A write cut short or orphaned (no answer told the model) blocks its first repeat,
+    which tells it; the one after that is a deliberate re-send."""
+    untold = Entry("unknown_outcome", call_id="a", told=False)
+    assert decide("block", False, untold, "b") is Action.BLOCK
+    assert decide("block", False, Entry("unknown_outcome", call_id="a"), "b") is Action.RESEND
+    assert decide("block", False, Entry("unknown_outcome", call_id="a"), "a") is Action.REPLAY
+    assert Entry.restore(untold.persisted("t")) == untold
 
 
 def test_block_mode_escalates_and_previews() -> None:

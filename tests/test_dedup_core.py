@@ -229,7 +229,7 @@ def test_what_a_failure_leaves() -> None:
 
 def test_a_call_cut_short() -> None:
     assert visit_of().cut() == End("failed", keep=False)
-    assert visit_of(read=False).cut() == End("unknown_outcome", keep=False)
+    assert visit_of(read=False).cut() == End("unknown_outcome", keep=False, told=False)
 
 
 # -- the in-memory ledger with the core ------------------------------------------------------

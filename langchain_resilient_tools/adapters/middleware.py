@@ -128,6 +128,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         if not self._names_checked and tools:
             # Every tool of the agent is known here (a model request may see fewer).
             check_policy_names(self.pipeline.resolver, [t.name for t in tools])
+            self.pipeline.learn_tools({t.name: t for t in tools if hasattr(t, "name")})
             self._names_checked = True
         call = self.pipeline.new_call(
             call_id=tc["id"] or "",

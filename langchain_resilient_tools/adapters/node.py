@@ -120,7 +120,7 @@ class ResilientToolNode(StepNode):
         self._tool_names = tuple(self.tools_by_name)
         self._tool_list = list(self.tools_by_name.values())
         check_policy_names(self.pipeline.resolver, self._tool_names)
-        self.pipeline.check_ignored(self.tools_by_name)  # a retry or hedge on a write: said
+        self.pipeline.check_ignored(self.tools_by_name)  # a retry on a write: said; reads learnt
         check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
         resolve = self.pipeline.resolver.resolve
         self._asking = frozenset(n for n, t in self.tools_by_name.items() if asking(resolve(n, t)))

@@ -18,7 +18,8 @@ exception, to an envelope::
     ├── OutcomeStillUnknown           a re-run of a write whose first run is unconfirmed
     │   ├── OrphanedWrite             a journaled write whose worker died before its receipt
     │   ├── WriteInFlight             a journaled write another live worker still runs
-    │   └── JournalUnreadable         a write whose journal entry could not be read
+    │   ├── JournalUnreadable         a write whose journal entry could not be read
+    │   └── RerunUnconfirmed          a verified re-run of a write did not confirm either
     ├── Recorded                      a journal receipt's failure, answered again
     ├── LowQualityResult              a successful call whose result is useless
     ├── StateUnavailable              the shared state store failed (``Shared(on_error="closed")``)
@@ -171,6 +172,16 @@ class JournalUnreadable(OutcomeStillUnknown):
 
     def __init__(self) -> None:
         super().__init__("journal unreadable")
+
+
+class RerunUnconfirmed(OutcomeStillUnknown):
+    """A write whose outcome was unknown was looked up (`verify`), not found, and sent once
+    more; that run did not confirm either (`.kind`: what it failed with, as the model may
+    read it). It ran twice, and is not sent a third time."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__("verified re-run unconfirmed")
+        self.kind = kind
 
 
 class Recorded(ResilienceSignal):

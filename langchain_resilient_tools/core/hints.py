@@ -1,8 +1,14 @@
-"""Rate limits a service reports: is an exception a refusal, and how long to wait.
+"""Failures that say the request was not carried out: is an exception a refusal, and
+how long to wait.
 
 A service that rate limits a request refuses it *before* acting on it (HTTP 429 "Too Many
-Requests"), so even a write refused this way did not take effect. Clients say so in
-different ways; `retry_after` reads the common ones without importing any client:
+Requests"), and so does one that answers 503 with a ``Retry-After`` ("come back later");
+a request that never reached the service (the connection was refused, its host name did
+not resolve, connecting timed out) was never sent at all. Even a write that failed this
+way did not take effect: `not_carried_out` says so, and it is the one rule that retry,
+the breaker and the error envelope read. Any other failure after the request left (a
+reset, a read timeout, a 500) is ambiguous. Clients say these things in different ways;
+`retry_after` reads the common ones without importing any client:
 
 - a ``retry_after`` (or ``retry_after_s``) attribute in seconds (many SDKs, e.g. Slack's
   and Discord's clients, and `CircuitOpen`-like errors of other libraries);
@@ -16,6 +22,8 @@ All of it is pure: no clock but the wall clock an HTTP date needs.
 from __future__ import annotations
 
 import email.utils
+import errno
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -85,3 +93,61 @@ def is_rate_limited(exc: BaseException) -> bool:
     if retry_after(exc) is not None:
         return True
     return any(cls.__name__ in _LIMITED_NAMES for cls in type(exc).__mro__)
+
+
+_NOT_SENT_ERRNOS = frozenset(
+    {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL}
+)
+"""OS errors of a connect(): the connection was never made, so nothing was sent."""
+
+_NOT_SENT_NAMES = frozenset(
+    {
+        "ConnectError", "ConnectTimeout",  # httpx (and the SDKs built on it)
+        "ConnectTimeoutError", "NewConnectionError", "NameResolutionError",  # urllib3
+        "ClientConnectorError", "ClientConnectorDNSError", "ConnectionTimeoutError",  # aiohttp
+    }
+)  # fmt: skip
+"""Exception class names (in the MRO) that mean "could not connect": requests'
+``ConnectTimeout`` is a subclass of ``ConnectionError`` named ``ConnectTimeout``; its
+plain ``ConnectionError`` is ambiguous, and is decided by what it wraps."""
+
+
+def _connect_failed(exc: BaseException) -> bool:
+    if isinstance(exc, (ConnectionRefusedError, socket.gaierror)):
+        return True
+    if isinstance(exc, OSError) and exc.errno in _NOT_SENT_ERRNOS:
+        return True
+    return any(cls.__name__ in _NOT_SENT_NAMES for cls in type(exc).__mro__)
+
+
+def never_sent(exc: BaseException) -> bool:
+    """Whether `exc` says the request never left: the connection was refused or could not
+    be made, the host name did not resolve, or connecting timed out. Looks through what
+    clients wrap (``__cause__``, ``__context__``, urllib3's ``reason``, an SDK's
+    connection error), a few levels deep, so that ``requests.ConnectionError`` wrapping
+    a refused connection counts and one wrapping a reset does not."""
+    seen: list[BaseException | None] = [exc]
+    for _ in range(6):
+        if not seen:
+            return False
+        current = seen.pop()
+        if current is None:
+            continue
+        if _connect_failed(current):
+            return True
+        reason = getattr(current, "reason", None)
+        wrapped = [current.__cause__, current.__context__]
+        if isinstance(reason, BaseException):
+            wrapped.append(reason)
+        seen.extend(e for e in wrapped if e is not None and e is not current)
+    return False
+
+
+def not_carried_out(exc: BaseException) -> bool:
+    """Whether `exc` provably means the service did not act on the request: it never left
+    (`never_sent`), or the service refused it before acting (HTTP 429, a rate-limit
+    error, or a 503 with a ``Retry-After``). Such a failure is retried for a write as
+    for a read; any other failure of a write is an unknown outcome."""
+    if is_rate_limited(exc) or never_sent(exc):
+        return True
+    return status_code(exc) == 503 and retry_after(exc) is not None

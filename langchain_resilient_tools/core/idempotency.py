@@ -103,22 +103,28 @@ def key_for(call: Call) -> str:
     """
     key = call.idempotency_key  # built once: every attempt reuses it
     if key is None:
-        builder = call.resolved.policy.idempotency_key
-        if callable(builder):
-            info = IdempotencyInfo(
-                call.name, dict(call.args), call.thread_id, call.id, position(call)
-            )
-            key = builder(info)
-            if not isinstance(key, str) or not key:
-                raise UsageError(
-                    f"the idempotency_key callable of {call.name!r} must return a non-empty str"
-                )
-        elif call.id:
-            key = derive_key(call.thread_id, call.name, call.id, position(call))
+        if call.id or callable(call.resolved.policy.idempotency_key):
+            key = key_for_call(call, call.id, position(call))
         else:
             key = uuid.uuid4().hex
         call.idempotency_key = key
     return str(key)
+
+
+def key_for_call(call: Call, call_id: str, where: str | None) -> str:
+    """The idempotency key of the tool call `call_id`, issued at `where`, to `call`'s
+    tool with `call`'s arguments in its thread: `call`'s own key (`key_for`), or, for a
+    write the model sends again after its outcome was unknown, the key of the call it
+    repeats (`pipeline.dedup`), so the service sees one request."""
+    builder = call.resolved.policy.idempotency_key
+    if not callable(builder):
+        return derive_key(call.thread_id, call.name, call_id, where)
+    key = builder(IdempotencyInfo(call.name, dict(call.args), call.thread_id, call_id, where))
+    if not isinstance(key, str) or not key:
+        raise UsageError(
+            f"the idempotency_key callable of {call.name!r} must return a non-empty str"
+        )
+    return key
 
 
 def use_key(call: Call, key: str) -> None:

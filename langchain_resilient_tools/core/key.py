@@ -23,6 +23,7 @@ import logging
 from typing import Any
 
 from .call import Call
+from .freshness import epoch
 from .reads import ambient, declared_reads, key_info
 
 log = logging.getLogger(__name__)
@@ -67,14 +68,19 @@ def call_key(call: Call) -> str:
     """A short stable digest of the tool name, the canonical arguments and who asks: the
     tool's declared inputs (`core.reads.declared_reads`, less the whole state, which is
     the thread's own) and what any tool may read undeclared (`core.reads.ambient`: the
-    runtime context and ``configurable``). Values are digested, never kept.
+    runtime context and ``configurable``), and for a read in a thread the thread's write
+    epoch (`core.freshness`: a read is not reused past a write that took effect). Values
+    are digested, never kept.
 
     A call whose inputs cannot be digested is keyed by its own call id: it shares
     nothing, and the same call run again (a resumed step) still finds its own result.
     """
     try:
         reads = declared_reads(call, whole_state=False)
-        return _digest([call.name, key_basis(call), reads, ambient(call)])
+        parts = [call.name, key_basis(call), reads, ambient(call)]
+        if call.resolved.idempotent and call.thread_id:  # a read: fresh since the last write
+            parts.append(epoch(call.thread_id))
+        return _digest(parts)
     except Exception:  # e.g. a circular value in the state: no sharing
         log.warning("the inputs of %s cannot be digested: no dedup across calls", call.name)
         return _digest([call.name, "call", call.id])
@@ -85,7 +91,8 @@ def result_key(call: Call) -> str | None:
     the stale fallback, or `None` when it must share nothing (its key function failed).
 
     A digest of: the tool name; the scope (``"thread"``: the thread id, the runtime
-    context and ``configurable``; ``"global"``: nothing more); and what identifies the
+    context and ``configurable``, and the thread's write epoch, `core.freshness`;
+    ``"global"``: nothing more); and what identifies the
     result (`Cache.key`'s value, else the canonical arguments and the
     declared inputs, `core.reads.declared_reads`). Values are digested, never kept.
     A call with no thread under the ``"thread"`` scope has no key: outside a thread
@@ -99,8 +106,8 @@ def result_key(call: Call) -> str | None:
         call.result_key = None
         return None
     scope: list[Any] = [policy.cache.scope]
-    if policy.cache.scope == "thread":
-        scope += [call.thread_id, *ambient(call)]
+    if policy.cache.scope == "thread":  # reused until the thread's next write
+        scope += [call.thread_id, *ambient(call), epoch(call.thread_id)]
     key: str | None
     try:
         if policy.cache.key is not None:

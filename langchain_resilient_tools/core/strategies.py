@@ -53,9 +53,11 @@ class RetryPolicy(Options):
     that carry ``retryable = True``. `ValueError`, `ToolException` and validation errors
     are never retried by default."""
     retry_refused_writes: bool = True
-    """Retry a call that is not safe to repeat when its service refused it with a rate
-    limit (HTTP 429, or an exception with a retry hint): the service did not act on it,
-    so it is not an unknown outcome. `False`: such calls are never retried."""
+    """Retry a call that is not safe to repeat when its failure says it was not carried
+    out: the request never left (connection refused, DNS failure, a connect timeout of
+    httpx, aiohttp, requests or urllib3) or the service refused it before acting (HTTP
+    429, a rate-limit error, a 503 with ``Retry-After``). It is not an unknown outcome.
+    `False`: such calls are never retried."""
     budget: RetryBudget | None = RetryBudget()
     """The tool's retry budget (hedges take from it too); `None` turns it off."""
 

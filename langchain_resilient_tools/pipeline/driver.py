@@ -18,6 +18,7 @@ from langgraph.errors import GraphBubbleUp
 
 from ..core.call import Call, CallRecord
 from ..core.errors import ResilienceSignal, ToolErrorType, ToolRaised, is_for_author
+from ..core.freshness import wrote
 from ..core.ignored import warn_ignored
 from ..core.policy import PolicyResolver, ResolvedPolicy
 from ..observe import otel as _otel
@@ -27,7 +28,7 @@ from ..runtime import deadline as _deadline
 from ..runtime.executor import TimedRunner, default_runner
 from ..state.choose import as_backend
 from ..text import messages as m
-from ..text.classify import Failure, classify, error_result
+from ..text.classify import Failure, classify, error_result, with_check
 from .admit import AdmitStage
 from .attempt import AttemptStage
 from .breaker.stage import BreakerStage
@@ -38,6 +39,7 @@ from .fallback import FallbackStage
 from .hedge.stage import HedgeStage
 from .journal.stage import JournalStage
 from .limit import LimitStage
+from .lookups import Lookups
 from .repair.stage import RepairStage
 from .retry.stage import RetryStage
 from .stage import AsyncNext, BeforeStage, Env, Next, Stage
@@ -95,6 +97,11 @@ _REFUSED_BY = {
     "rate_limited": "rate_limit",
 }
 """Who answered a failed call that never reached the tool, by its error value."""
+
+
+_TOOK_EFFECT = frozenset({"tool", "verify"})
+"""Who answered a write that succeeded when it took effect now (not a receipt, a dedup
+answer or a fallback): the tool, or a lookup that found it done."""
 
 
 def _refused_by(error: ToolErrorType | None) -> str:
@@ -216,13 +223,33 @@ class Pipeline:
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
         self._plans: dict[ResolvedPolicy, _Plan] = {}
         self._said: set[str] = set()
+        self.lookups = Lookups()
+        """The reads of the adapter's tools, as checks for its writes (`learn_tools`)."""
         """The tools whose ignored options were said (`core.ignored`)."""
+
+    def learn_tools(self, tools: Mapping[str, Any]) -> None:
+        """Know an adapter's tools (name to tool): its reads become the checks an
+        ``unknown_outcome`` names (`pipeline.lookups`). Keeps names, never a tool."""
+        resolve = self.resolver.resolve
+        self.lookups.learn(tools, lambda name, tool: resolve(name, tool).idempotent)
+
+    def _failure(self, exc: BaseException, call: Call) -> Failure:
+        """`exc` as the model is told it; where the answer advises a check, the check
+        that fits (`pipeline.lookups`)."""
+        failure = classify(exc, call)
+        if failure.suggestion is m.UNKNOWN_OUTCOME_HINT and not call.malformed:
+            check = self.lookups.check_for(call.name, call.args)
+            if check is not None:
+                failure = with_check(failure, call.name, check)
+        return failure
 
     def check_ignored(self, tools: Mapping[str, Any]) -> None:
         """Warn once per tool about options set for it that cannot take effect (a retry
         or a hedge on a write, `core.ignored`): for an adapter that knows its tools (name
         to tool: their annotations classify them, as in a call) when it is built; the
-        others are told at a tool's first call."""
+        others are told at a tool's first call. Its reads become the checks of its writes
+        (`learn_tools`)."""
+        self.learn_tools(tools)
         for name, tool in tools.items():
             resolved = self.resolver.resolve(name, tool)
             warn_ignored(self._said, self.resolver, name, resolved, stacklevel=3)
@@ -299,7 +326,7 @@ class Pipeline:
             if _passes_through(exc):
                 _otel.interrupted(call, exc)
                 raise
-            outcome = Outcome(call, failure=classify(exc, call))
+            outcome = Outcome(call, failure=self._failure(exc, call))
         except BaseException as exc:
             _otel.interrupted(call, exc)
             raise
@@ -326,7 +353,7 @@ class Pipeline:
             if _passes_through(exc):
                 _otel.interrupted(call, exc)
                 raise
-            outcome = Outcome(call, failure=classify(exc, call))
+            outcome = Outcome(call, failure=self._failure(exc, call))
         except BaseException as exc:
             _otel.interrupted(call, exc)
             raise
@@ -355,6 +382,8 @@ class Pipeline:
         if failure is None:
             record.outcome = "success"
             known = True
+            if call.thread_id and not call.idempotent and record.served_by in _TOOK_EFFECT:
+                wrote(call.thread_id)  # the thread's earlier reads are stale now
         else:
             record.outcome = "error"
             record.error = failure.error

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..core.call import Call
 from ..core.errors import AttemptTimeout, CircuitOpen, ThreadsExhausted, ToolRaised
-from ..core.hints import is_rate_limited
+from ..core.hints import not_carried_out
 from ..text.classify import is_transient
 
 
@@ -37,6 +37,6 @@ def surely_not_executed(exc: BaseException) -> bool:
     """Whether the tool certainly did not run (so even a write may be answered otherwise)."""
     if isinstance(exc, (CircuitOpen, ThreadsExhausted)):
         return True
-    if isinstance(exc, ToolRaised) and is_rate_limited(exc.original):
-        return True  # refused by the service before it acted (HTTP 429)
+    if isinstance(exc, ToolRaised) and not_carried_out(exc.original):
+        return True  # never sent, or refused by the service before it acted (429, 503)
     return isinstance(exc, AttemptTimeout) and not exc.started

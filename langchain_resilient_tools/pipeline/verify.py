@@ -6,8 +6,11 @@ was sent may or may not have taken effect: `text.classify` calls that
 `fn` first (`VerifyInfo`: tool, arguments, idempotency key):
 
 - the write happened: the call is answered with the result `fn` found, marked verified;
-- it did not: the call runs once more (the same idempotency key), and that run's outcome
-  is the answer (ambiguous again: ``unknown_outcome``; a write never runs a third time).
+- it did not: the call runs once more (the same idempotency key), after the wait a retry
+  would make (`rerun_wait`: the retry policy's first backoff, within the deadline), and
+  that run's outcome is the answer, saying it was sent once more (ambiguous again:
+  ``unknown_outcome`` that says it ran twice, `RerunUnconfirmed`; a write never runs a
+  third time).
   Not after a timeout, though: the timed-out attempt may still be running (Python cannot
   stop its thread), and a write still on its way is not one that did not happen, so
   the answer stays ``unknown_outcome``;
@@ -27,19 +30,24 @@ from __future__ import annotations
 import enum
 import inspect
 import logging
+import random
 from collections.abc import Awaitable
 from typing import Any
 
+from ..core import testing as _testing
 from ..core.call import Call
 from ..core.errors import (
     AttemptTimeout,
     JournalUnreadable,
     OrphanedWrite,
     OutcomeStillUnknown,
+    RerunUnconfirmed,
     ToolErrorType,
+    ToolRaised,
 )
 from ..core.idempotency import key_for
 from ..core.policy import ResolvedPolicy, VerifyInfo
+from ..runtime import deadline as _deadline
 from ..runtime.executor import await_with_timeout
 from ..runtime.loop import run_sync
 from ..text import messages as m
@@ -80,16 +88,39 @@ def settle(found: Any, first: Exception) -> str:
     return "again" if found is Lookup.NOT_DONE else "answer"
 
 
+def kind_of(exc: Exception) -> str:
+    """What an ambiguous failure was, as the model may read it (never an internal class)."""
+    if isinstance(exc, OrphanedWrite):
+        return "a restart"
+    if isinstance(exc, JournalUnreadable):
+        return "its journal could not be read"
+    if isinstance(exc, AttemptTimeout):
+        return "no answer in time"
+    if isinstance(exc, ToolRaised):
+        return type(exc.original).__name__
+    return type(exc).__name__
+
+
+def rerun_wait(call: Call) -> float | None:
+    """How long to wait before running a write again that a lookup did not find: the
+    retry policy's first backoff (``initial_delay`` plus jitter, at most ``max_delay``),
+    as a retry would wait; `None` when the call's deadline leaves no time for it."""
+    retry = call.resolved.policy.retry
+    wait = min(retry.initial_delay + random.uniform(0, retry.jitter), retry.max_delay)
+    left = _deadline.remaining(call)
+    return None if left is not None and left <= wait else wait
+
+
 def _verified(call: Call, exc: Exception, value: Any) -> Any:
     call.record.served_by = "verify"
-    if isinstance(exc, OrphanedWrite):
-        kind = "a restart"
-    elif isinstance(exc, JournalUnreadable):
-        kind = "its journal could not be read"
-    else:
-        kind = type(exc).__name__
-    call.record.notices.append(m.VERIFIED_NOTICE.format(kind=kind))
+    call.record.notices.append(m.VERIFIED_NOTICE.format(kind=kind_of(exc)))
     return value
+
+
+def _rerun_failed(exc: Exception, call: Call) -> Exception:
+    """What a failed verified re-run raises: an ambiguous failure says the write ran
+    twice (`RerunUnconfirmed`); any other failure is the answer as it is."""
+    return RerunUnconfirmed(kind_of(exc)) if ambiguous(exc, call) else exc
 
 
 def unsettled(call: Call) -> OutcomeStillUnknown | None:
@@ -168,8 +199,17 @@ class VerifyStage(Stage):
         action = settle(found, first)
         if action == "raise":
             raise first
-        if action == "again":
-            return call_next(call)  # once more, with the same key; its outcome stands
+        if action == "again":  # once more, with the same key, after a retry's wait
+            wait = rerun_wait(call)
+            if wait is None:
+                raise first
+            _testing.sleep(wait)
+            try:
+                value = call_next(call)
+            except Exception as exc:
+                raise _rerun_failed(exc, call) from exc
+            call.record.notices.append(m.VERIFIED_AGAIN_NOTICE.format(kind=kind_of(first)))
+            return value
         return _verified(call, first, found)
 
     def awrap(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
@@ -189,5 +229,14 @@ class VerifyStage(Stage):
         if action == "raise":
             raise first
         if action == "again":
-            return await call_next(call)
+            wait = rerun_wait(call)
+            if wait is None:
+                raise first
+            await _testing.asleep(wait)
+            try:
+                value = await call_next(call)
+            except Exception as exc:
+                raise _rerun_failed(exc, call) from exc
+            call.record.notices.append(m.VERIFIED_AGAIN_NOTICE.format(kind=kind_of(first)))
+            return value
         return _verified(call, first, found)

@@ -20,6 +20,7 @@ name and argument names are not taken for secret keys.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,6 +44,7 @@ from ..core.errors import (
     OutcomeStillUnknown,
     Recorded,
     ReportedError,
+    RerunUnconfirmed,
     SessionUnavailable,
     StateUnavailable,
     ThreadsExhausted,
@@ -51,7 +53,7 @@ from ..core.errors import (
     UnknownTool,
     WriteInFlight,
 )
-from ..core.hints import is_rate_limited, retry_after, status_code
+from ..core.hints import is_rate_limited, not_carried_out, retry_after, status_code
 from ..core.idempotency import scrub
 from ..core.tools import injected_keys
 from ..runtime import deadline as _deadline
@@ -367,6 +369,8 @@ def _classify(exc: BaseException, call: Call) -> Failure:
         )
     if isinstance(exc, Recorded):
         return _recorded(exc.failure)
+    if isinstance(exc, RerunUnconfirmed):
+        return _unknown(m.UNKNOWN_OUTCOME_RERUN_FAILED.format(tool=name, kind=exc.kind))
     if isinstance(exc, OrphanedWrite):
         return _unknown(m.ORPHANED_WRITE.format(tool=name, age=m.age_text(exc.seconds_ago)))
     if isinstance(exc, WriteInFlight):
@@ -417,6 +421,19 @@ def _unknown(message: str) -> Failure:
     return Failure(ToolErrorType.UNKNOWN_OUTCOME, message, m.UNKNOWN_OUTCOME_HINT, False)
 
 
+def with_check(failure: Failure, name: str, check: Mapping[str, Any]) -> Failure:
+    """`failure`, an unknown outcome, naming the read that shows whether the write took
+    effect (``check``: a tool and the arguments to send it, `pipeline.lookups`)."""
+    args = check.get("args") or {}
+    if any(looks_secret_key(k) for k in args):  # never echo what may be a secret
+        return failure
+    shown = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items()
+    )
+    hint = m.UNKNOWN_OUTCOME_CHECK.format(check=f"{check['tool']}({shown})", tool=name)
+    return replace(failure, suggestion=hint, extra={**failure.extra, "check": dict(check)})
+
+
 def _recorded(data: Mapping[str, Any]) -> Failure:
     """The failure a journal receipt kept (`pipeline.journal`), as the model was told it."""
     try:
@@ -456,6 +473,17 @@ def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Fa
             hint = m.RATE_LIMITED_HINT.format(tool=name, s=round(wait, 1))
         return Failure(
             ToolErrorType.RATE_LIMITED, m.RATE_LIMITED.format(tool=name), hint, True, extra, exc
+        )
+    if not call.idempotent and not_carried_out(exc):  # never sent, or refused (503)
+        wait = retry_after(exc)
+        extra = {} if wait is None else {"retry_after_s": round(wait, 1)}
+        return Failure(
+            ToolErrorType.TRANSIENT_FAILURE,
+            m.NOT_SENT.format(tool=name, kind=kind),
+            m.NOT_SENT_HINT.format(tool=name),
+            True,
+            extra,
+            exc,
         )
     if is_transient(exc):
         if call.idempotent:

@@ -15,11 +15,16 @@ TIMEOUT_HINT = "Try again later or with a narrower query."
 
 UNKNOWN_OUTCOME_TIMEOUT = (
     "{tool} did not answer within {timeout:g} s. The action may or may not have taken effect, "
-    "so it was not repeated."
+    "so it was not sent again."
 )
 UNKNOWN_OUTCOME_FAILURE = (
     "{tool} lost contact with its service ({kind}) before confirming the result. The action "
-    "may or may not have taken effect, so it was not repeated."
+    "may or may not have taken effect, so it was not sent again."
+)
+UNKNOWN_OUTCOME_RERUN_FAILED = (
+    "{tool} did not confirm the result, twice: a lookup found that the first attempt had not "
+    "taken effect, so it was sent once more, and that attempt failed too ({kind}). The action "
+    "may or may not have taken effect now, so it was not sent a third time."
 )
 UNKNOWN_OUTCOME_RERUN = (
     "{tool} ran for this call before and did not confirm the result. The action may or may "
@@ -52,6 +57,10 @@ JOURNAL_REPLAY = (
     "This call already ran before the run was resumed; this is the answer it gave then. "
     "It was not run again."
 )
+VERIFIED_AGAIN_NOTICE = (
+    "This call's outcome was unknown ({kind}), and a lookup found that it had not taken "
+    "effect, so it was sent once more (the same idempotency key). This is that run's result."
+)
 VERIFIED_NOTICE = (
     "Verified: this call's outcome was unknown ({kind}), and a lookup found that it took "
     "effect. This is its result."
@@ -75,7 +84,13 @@ HUMAN_GAVE_UP_HINT = (
 HUMAN_NOTE = " Their note: {note}"
 UNKNOWN_OUTCOME_HINT = (
     "Do not repeat this call blindly: first check whether it took effect (for example with a "
-    "read, get or list tool), then tell the user what you found."
+    "read, get or list tool). If it did not, send this same call again: it will run once "
+    "more, as the same request (the same idempotency key)."
+)
+UNKNOWN_OUTCOME_CHECK = (
+    "Do not repeat this call blindly: first check whether it took effect with {check} (the "
+    '"check" below). If it did not, send this same call to {tool} again: it will run once '
+    "more, as the same request (the same idempotency key)."
 )
 
 TRANSIENT = "{tool} failed because a service it depends on is unavailable right now ({kind})."
@@ -84,6 +99,11 @@ TRANSIENT_HINT = (
     "Try again in a little while; if it keeps failing, tell the user the service is unavailable."
 )
 
+NOT_SENT = (
+    "{tool} could not reach its service ({kind}): the request was not carried out, so "
+    "nothing was done."
+)
+NOT_SENT_HINT = "Send the same call to {tool} again in a little while: it is safe to repeat."
 RATE_LIMITED = (
     "{tool} was refused by its service because too many requests were made (rate limit); "
     "the request was not carried out."

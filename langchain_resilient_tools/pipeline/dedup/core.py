@@ -22,6 +22,7 @@ from langgraph.types import Command
 
 from ...core.call import Call
 from ...core.errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
+from ...core.idempotency import key_for_call
 from ...core.key import call_key
 from ...core.policy import DedupMode
 from ...text import messages as m
@@ -32,6 +33,13 @@ from ...text.truncate import text_of
 from .graph_state import has_ledger
 from .logic import Action, Entry, Status, block_reason, effective_mode, scope_of
 from .twins import Group, Share
+
+
+def resend_key(call: Call, earlier: Entry) -> str | None:
+    """The idempotency key of the call that made `earlier`, which `call` sends again."""
+    if not earlier.call_id:  # an entry kept without its call: the call keeps its own key
+        return call.idempotency_key
+    return key_for_call(call, earlier.call_id, earlier.pos)
 
 
 class Do(enum.Enum):
@@ -68,7 +76,7 @@ class Keeper(Protocol):
         """Record how the call's run ended (in the ledger that decided it)."""
 
 
-RUNS = (Action.RUN, Action.WARN)
+RUNS = (Action.RUN, Action.WARN, Action.RESEND)
 """The call runs, under a fresh ``pending`` entry that stands for it. (Tuples: an
 `Enum` hashes in Python, a tuple compares by identity first.)"""
 COUNTED = (Action.REUSE, Action.BLOCK)
@@ -88,6 +96,9 @@ class Verdict(NamedTuple):
     """``REUSE`` and ``BLOCK`` (a counted repeat; read by the reuse's notice): the
     seconds (ledger clock) since the earlier call was made (`logic.age_of`); `None`
     when the ledger does not know."""
+    resends: Entry | None = None
+    """``RESEND``: the earlier entry whose call this one sends again (its idempotency key
+    is the one the call runs with)."""
 
 
 class End(NamedTuple):
@@ -98,6 +109,8 @@ class End(NamedTuple):
     """The result as message content (``ok`` only): what a repeat is answered with."""
     keep: bool = True
     """Also kept in graph state (`graph_state.persist`)."""
+    told: bool = True
+    """The model is told this end (`Entry.told`): not for a write cut short."""
 
 
 class Visit:
@@ -194,7 +207,9 @@ class Visit:
         if verdict.waiter is not None and not self.waited:
             self.waited = True
             return Do.WAIT_ENTRY
-        if action is Action.RUN or action is Action.WARN:
+        if action in RUNS:
+            if verdict.resends is not None:  # sent again: as the same request
+                self.call.idempotency_key = resend_key(self.call, verdict.resends)
             if action is Action.WARN:
                 assert verdict.entry is not None
                 self._notice(verdict.entry, m.DEDUP_WARN)
@@ -281,4 +296,4 @@ class Visit:
 _FAILED = End("failed", keep=False)
 _UNKNOWN = End("unknown_outcome")
 _DONE = End("done")
-_CUT_WRITE = End("unknown_outcome", keep=False)
+_CUT_WRITE = End("unknown_outcome", keep=False, told=False)

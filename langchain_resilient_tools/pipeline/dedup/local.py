@@ -18,7 +18,7 @@ from ...core.call import Call
 from ...core.resume import position
 from .core import COUNTED, RUNS, End, Verdict, Visit
 from .graph_state import forget_if_gone, persist, state_entry
-from .logic import Action, Entry, Ledger, age_of, decide
+from .logic import Action, Entry, Ledger, age_of, decide, resent
 
 
 class LocalLedger:
@@ -61,12 +61,13 @@ class LocalLedger:
             pos = position(call)
             action = decide(visit.mode, call.resolved.idempotent, entry, call.id, pos)
             if action in RUNS:
+                earlier = entry
                 entry = Entry(
-                    "pending", repeats=0 if entry is None else entry.repeats + 1,
+                    "pending", repeats=0 if earlier is None else earlier.repeats + 1,
                     at=ledger.clock(), call_id=call.id, step=call.step, pos=pos,
                 )  # fmt: skip
                 ledger.put(scoped, entry)
-                return Verdict(action, entry)
+                return Verdict(action, entry, resends=resent(action, earlier))
             assert entry is not None
             if action is Action.WAIT:
                 if entry.done is None:
@@ -74,6 +75,7 @@ class LocalLedger:
                 return Verdict(action, entry, entry.done)
             if action in COUNTED:
                 entry.repeats += 1
+                entry.told = True  # this answer tells the model (an unknown outcome too)
                 persist(call, key, entry)
             return Verdict(action, entry, age=age_of(entry, ledger.clock()))
 
@@ -82,7 +84,7 @@ class LocalLedger:
         entry = visit.verdict.entry if visit.verdict is not None else None
         assert entry is not None, "only a call that runs under an entry ends"
         with self._lock:
-            entry.status, entry.content = end.status, end.content
+            entry.status, entry.content, entry.told = end.status, end.content, end.told
             done, entry.done = entry.done, None
         if done is not None:
             done.set_result(None)

@@ -40,6 +40,11 @@ class Action(enum.Enum):
     """Answer ``duplicate_call``."""
     WAIT = "wait"
     """An identical idempotent call is running: wait for it, then decide again."""
+    RESEND = "resend"
+    """A write whose earlier identical call's outcome was unknown, and the model was told
+    so, sent again by the model (a new call, after it checked, as the answer advised):
+    it runs, with the earlier call's idempotency key, so a service that honours keys
+    carries it out once."""
     REPLAY = "replay"
     """The same tool call again (a resume re-runs the step): its own result, unmarked,
     or for a write whose outcome was unknown, that again."""
@@ -67,6 +72,11 @@ class Entry:
     """Where the call that made the entry was issued (`core.resume.position`), if known:
     a call with the same id issued elsewhere (a later turn reusing ``call_0``) is another
     call, not a re-run of this one."""
+    told: bool = True
+    """For an ``unknown_outcome`` entry: the model was told the outcome is unknown (the
+    call's own answer, or a blocked repeat's), so a repeat it sends now is a deliberate
+    re-send (`Action.RESEND`). `False` for a write cut short or orphaned by a dead
+    worker, which nobody told the model about: its first repeat is blocked, and told."""
 
     def persisted(self, tool: str) -> dict[str, Any]:
         """The plain-dict form kept in graph state (which leaves ``content`` out where
@@ -79,6 +89,7 @@ class Entry:
             "at": self.at,
             "call_id": self.call_id,
             **({"pos": self.pos} if self.pos else {}),
+            **({} if self.told else {"told": False}),
         }
 
     @classmethod
@@ -94,6 +105,7 @@ class Entry:
             at=float(data.get("at") or 0.0),
             call_id=str(data.get("call_id") or ""),
             pos=data.get("pos") or None,
+            told=data.get("told") is not False,
         )
 
     def made_by(self, call_id: str, pos: str | None) -> bool:
@@ -163,7 +175,9 @@ def decide(
     if entry.status == "pending":
         return Action.WAIT if idempotent else Action.BLOCK
     if entry.status == "unknown_outcome":
-        return Action.RUN if idempotent else Action.BLOCK
+        if idempotent:
+            return Action.RUN
+        return Action.RESEND if entry.told else Action.BLOCK
     if mode == "warn":
         return Action.WARN
     if mode == "block":
@@ -172,6 +186,11 @@ def decide(
     if entry.status == "ok":
         return Action.REUSE
     return Action.RUN if idempotent else Action.BLOCK
+
+
+def resent(action: Action, earlier: Entry | None) -> Entry | None:
+    """The entry whose call a ``RESEND`` sends again (its idempotency key is reused)."""
+    return earlier if action is Action.RESEND else None
 
 
 def block_reason(entry: Entry) -> str:

@@ -28,7 +28,7 @@ from ..shared import fail
 from .core import COUNTED, RUNS, End, Verdict, Visit
 from .graph_state import persist
 from .local import LocalLedger
-from .logic import Action, Entry, Status, age_of, decide, scope_of
+from .logic import Action, Entry, Status, age_of, decide, resent, scope_of
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ def _restore(data: Any, call: Call, now: float) -> Entry | None:
         owner = data.get("owner")
         if not alive(owner if isinstance(owner, dict) else None, float(data.get("lease_until") or 0), now):
             entry.status = _orphaned(call, entry)
+            entry.told = False  # nobody told the model: its first repeat is blocked, and told
         return entry
     return Entry.restore(data)
 
@@ -116,9 +117,10 @@ class SharedLedger:
         if action in RUNS:
             pending.repeats = entry.repeats + 1
             backend.put(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=ttl)
-            return Verdict(action, pending)
+            return Verdict(action, pending, resends=resent(action, entry))
         if action in COUNTED:
             entry.repeats += 1
+            entry.told = True  # this answer tells the model (an unknown outcome too)
             persist(call, visit.key, entry)
             if entry.status != "pending":
                 backend.put(NS_DEDUP, self.lkey, entry.persisted(call.name), ttl=ttl)
@@ -130,7 +132,7 @@ class SharedLedger:
             return self.local.end(visit, end)
         entry = visit.verdict.entry if visit.verdict is not None else None
         assert entry is not None, "only a call that runs under an entry ends"
-        entry.status, entry.content = end.status, end.content
+        entry.status, entry.content, entry.told = end.status, end.content, end.told
         if end.keep:
             persist(visit.call, visit.key, entry)
         try:

@@ -1,7 +1,8 @@
 """Idempotency-aware retry with exponential backoff and jitter, on tenacity.
 
-Only calls that are safe to repeat are retried (`Call.idempotent`), and calls that
-their service refused with a rate limit (HTTP 429: not carried out), after at least the
+Only calls that are safe to repeat are retried (`Call.idempotent`), and calls whose
+failure says they were not carried out (`core.hints.not_carried_out`: never sent, or
+refused by the service with a 429 or a 503 and ``Retry-After``), after at least the
 wait the service asked for. What is worth a
 retry is decided by `should_retry`; the waits go through the testing-aware sleeps, so
 the async driver never blocks the loop and testing mode makes them instant.
@@ -31,7 +32,7 @@ from tenacity.wait import wait_base
 from ...core import testing as _testing
 from ...core.call import Call
 from ...core.errors import AttemptTimeout, LowQualityResult, ToolRaised
-from ...core.hints import is_rate_limited, retry_after
+from ...core.hints import not_carried_out, retry_after
 from ...core.policy import ResolvedPolicy, RetryPolicy
 from ...runtime import deadline as _deadline
 from ...state.pertool import PerTool
@@ -43,8 +44,9 @@ from .budget import RetryBudget
 def should_retry(call: Call, exc: BaseException) -> bool:
     """Whether another attempt of `call` is worth making after `exc`.
 
-    A call that is not safe to repeat is retried only when its service refused it with
-    a rate limit (it was not carried out) and `RetryPolicy.retry_refused_writes` is on.
+    A call that is not safe to repeat is retried only when its failure says it was not
+    carried out (never sent, or refused before the service acted: `_refused`) and
+    `RetryPolicy.retry_refused_writes` is on.
     """
     if not call.idempotent:
         return call.resolved.policy.retry.retry_refused_writes and _refused(exc) is not None
@@ -70,8 +72,9 @@ def backoff(policy: RetryPolicy) -> wait_base:
 
 
 def _refused(exc: BaseException | None) -> float | None:
-    """For a rate-limit refusal, the wait it asks for (0 without a hint); else `None`."""
-    if isinstance(exc, ToolRaised) and is_rate_limited(exc.original):
+    """For a failure that was not carried out (`not_carried_out`), the wait it asks for (0
+    without a hint); else `None`."""
+    if isinstance(exc, ToolRaised) and not_carried_out(exc.original):
         return retry_after(exc.original) or 0.0
     return None
 

@@ -1,0 +1,83 @@
+"""The concrete check for a write whose outcome is unknown: which read shows it.
+
+After ``unknown_outcome`` the model is told to check whether the write took effect
+before it sends it again. "Check with a read" alone leaves the model to guess which read
+and with what; `Lookups` names one. It knows the reads among an adapter's tools (those
+their policies treat as idempotent) by their parameters, and `check_for` picks the read
+whose parameters the write's own arguments fill:
+
+- every parameter the read requires is an argument of the write, by name;
+- the two share at least one parameter;
+- among several, the one sharing the most wins, then the one with fewer parameters (the
+  most specific lookup), then by name.
+
+The check carries the write's values for the shared parameters, so the model can send
+it as it is (``"check": {"tool": "get_order_details", "args": {"order_id": "W1"}}``).
+`Lookups` keeps tool names and parameter names only, never a tool. An adapter that does
+not know its sibling tools (a tool wrapped on its own) names no check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.tools import BaseTool
+
+from ..text import messages as m
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A read tool as a check: its name and its parameters."""
+
+    name: str
+    params: frozenset[str]
+    required: frozenset[str]
+
+
+def read_of(name: str, tool: BaseTool) -> Read | None:
+    """`tool` as a check, or `None` when it takes no parameters (nothing to match)."""
+    schema = m.tool_args_schema(tool)
+    props = schema.get("properties")
+    if not isinstance(props, dict) or not props:
+        return None
+    required = schema.get("required")
+    return Read(name, frozenset(props), frozenset(required if isinstance(required, list) else ()))
+
+
+def pick(reads: tuple[Read, ...], args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The check for a write sent with `args` (see the module's docstring), or `None`."""
+    best: tuple[int, int, str] | None = None
+    chosen: Read | None = None
+    for read in reads:
+        shared = read.params & args.keys()
+        if not shared or not read.required <= args.keys():
+            continue
+        rank = (-len(shared), len(read.params), read.name)
+        if best is None or rank < best:
+            best, chosen = rank, read
+    if chosen is None:
+        return None
+    return {"tool": chosen.name, "args": {k: args[k] for k in sorted(chosen.params & args.keys())}}
+
+
+class Lookups:
+    """The reads of one adapter's tools, as checks for its writes."""
+
+    __slots__ = ("reads",)
+
+    def __init__(self) -> None:
+        self.reads: tuple[Read, ...] = ()
+
+    def learn(
+        self, tools: Mapping[str, BaseTool], is_read: Callable[[str, BaseTool], bool]
+    ) -> None:
+        """Know `tools` (name to tool); `is_read` says which are reads (their policy)."""
+        found = (read_of(n, t) for n, t in tools.items() if is_read(n, t))
+        self.reads = tuple(r for r in found if r is not None)
+
+    def check_for(self, name: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The check for the write `name` sent with `args`, if one of the reads fits."""
+        return pick(tuple(r for r in self.reads if r.name != name), args) if self.reads else None
