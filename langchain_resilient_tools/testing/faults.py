@@ -160,6 +160,7 @@ class FaultLog:
             return list(self._events)
 
     def add(self, event: FaultEvent) -> None:
+        """Record `event` (faulty tools call this when an execution ends)."""
         with self._lock:
             self._events.append(event)
 
@@ -172,6 +173,7 @@ class FaultLog:
         return sum(e.fault == fault for e in self.events)
 
     def clear(self) -> None:
+        """Forget every event (the tools' execution counts go on)."""
         with self._lock:
             self._events.clear()
 
