@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, get_args, get_origin, get_type_hints
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId
 
+from .identity import IdentityCache
 from .policy import CacheKeyInfo
 
 if TYPE_CHECKING:
@@ -104,25 +105,23 @@ def _hints(tool: BaseTool) -> dict[str, Any]:
     return hints
 
 
-_SOURCES: dict[int, tuple[BaseTool, dict[str, Source]]] = {}
-"""`declared_inputs` per tool object (kept with the tool: an id is not reused meanwhile)."""
+_SOURCES: IdentityCache[dict[str, Source]] = IdentityCache()
+"""`declared_inputs` per tool object (held weakly: `core.identity`)."""
 
 
 def declared_inputs(tool: BaseTool | None) -> dict[str, Source]:
     """The inputs `tool` declares besides the model's arguments, by parameter name."""
     if tool is None:
         return {}
-    hit = _SOURCES.get(id(tool))
-    if hit is not None and hit[0] is tool:
-        return hit[1]
+    hit = _SOURCES.get(tool)
+    if hit is not None:
+        return hit
     found: dict[str, Source] = {}
     for name, hint in _hints(tool).items():
         kind = _kind(name, hint)
         if kind is not None:
             found[name] = kind
-    if len(_SOURCES) >= 4096:
-        _SOURCES.clear()
-    _SOURCES[id(tool)] = (tool, found)
+    _SOURCES.put(tool, found)
     return found
 
 

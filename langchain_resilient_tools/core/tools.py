@@ -9,6 +9,7 @@ from langchain_core.tools import BaseTool, StructuredTool, Tool
 from pydantic import BaseModel
 
 from .errors import UsageError
+from .identity import IdentityCache
 
 if TYPE_CHECKING:
     from .call import Call
@@ -90,9 +91,8 @@ def _injected_params(tool: BaseTool) -> frozenset[str]:
     )
 
 
-_INJECTED: dict[int, tuple[BaseTool, frozenset[str]]] = {}
-"""`injected_keys` per tool object. Tools are unhashable pydantic models, so the cache
-is keyed by identity and keeps the tool (an id is never reused while it is held)."""
+_INJECTED: IdentityCache[frozenset[str]] = IdentityCache()
+"""`injected_keys` per tool object (held weakly: `core.identity`)."""
 
 
 def injected_keys(tool: BaseTool | None) -> frozenset[str]:
@@ -101,13 +101,11 @@ def injected_keys(tool: BaseTool | None) -> frozenset[str]:
     Read from the tool's schemas once per tool object (it costs tens of µs)."""
     if tool is None:
         return frozenset()
-    hit = _INJECTED.get(id(tool))
-    if hit is not None and hit[0] is tool:
-        return hit[1]
+    hit = _INJECTED.get(tool)
+    if hit is not None:
+        return hit
     keys = _read_injected_keys(tool)
-    if len(_INJECTED) >= 4096:
-        _INJECTED.clear()
-    _INJECTED[id(tool)] = (tool, keys)
+    _INJECTED.put(tool, keys)
     return keys
 
 

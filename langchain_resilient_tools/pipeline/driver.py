@@ -229,7 +229,8 @@ class Pipeline:
 
     def learn_tools(self, tools: Mapping[str, Any]) -> None:
         """Know an adapter's tools (name to tool): its reads become the checks an
-        ``unknown_outcome`` names (`pipeline.lookups`). Keeps names, never a tool."""
+        ``unknown_outcome`` names (`pipeline.lookups`; their schemas are read on the first
+        check asked for)."""
         resolve = self.resolver.resolve
         self.lookups.learn(tools, lambda name, tool: resolve(name, tool).idempotent)
 

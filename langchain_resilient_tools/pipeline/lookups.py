@@ -13,8 +13,8 @@ whose parameters the write's own arguments fill:
 
 The check carries the write's values for the shared parameters, so the model can send
 it as it is (``"check": {"tool": "get_order_details", "args": {"order_id": "W1"}}``).
-`Lookups` keeps tool names and parameter names only, never a tool. An adapter that does
-not know its sibling tools (a tool wrapped on its own) names no check.
+Once it has read them, `Lookups` keeps tool names and parameter names only. An adapter
+that does not know its sibling tools (a tool wrapped on its own) names no check.
 """
 
 from __future__ import annotations
@@ -64,20 +64,28 @@ def pick(reads: tuple[Read, ...], args: Mapping[str, Any]) -> dict[str, Any] | N
 
 
 class Lookups:
-    """The reads of one adapter's tools, as checks for its writes."""
+    """The reads of one adapter's tools, as checks for its writes. The tools' schemas are
+    read on the first check asked for (most adapters never need one); until then the
+    adapter's own mapping of its tools is kept, which the adapter holds anyway."""
 
-    __slots__ = ("reads",)
+    __slots__ = ("_reads", "_tools")
 
     def __init__(self) -> None:
-        self.reads: tuple[Read, ...] = ()
+        self._reads: tuple[Read, ...] = ()
+        self._tools: tuple[Mapping[str, BaseTool], Callable[[str, BaseTool], bool]] | None = None
 
     def learn(
         self, tools: Mapping[str, BaseTool], is_read: Callable[[str, BaseTool], bool]
     ) -> None:
-        """Know `tools` (name to tool); `is_read` says which are reads (their policy)."""
-        found = (read_of(n, t) for n, t in tools.items() if is_read(n, t))
-        self.reads = tuple(r for r in found if r is not None)
+        """Know `tools` (name to tool); `is_read` says which are reads (their policy). A
+        single tool has no sibling to check with: nothing to learn."""
+        self._reads, self._tools = (), (tools, is_read) if len(tools) > 1 else None
 
     def check_for(self, name: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
         """The check for the write `name` sent with `args`, if one of the reads fits."""
-        return pick(tuple(r for r in self.reads if r.name != name), args) if self.reads else None
+        if self._tools is not None:
+            tools, is_read = self._tools
+            found = (read_of(n, t) for n, t in tools.items() if is_read(n, t))
+            self._reads, self._tools = tuple(r for r in found if r is not None), None
+        reads = self._reads
+        return pick(tuple(r for r in reads if r.name != name), args) if reads else None

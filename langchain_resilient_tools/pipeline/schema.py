@@ -10,7 +10,6 @@ schema that is a plain dict). Repair (`pipeline.repair`) reads the facts; valida
 from __future__ import annotations
 
 import re
-import threading
 import types
 import typing
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ import jsonschema
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
+from ..core.identity import IdentityCache
 from ..core.tools import injected_keys
 
 _JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "object", "array", "null"})
@@ -260,18 +260,15 @@ def _allows_extra(model: Any) -> bool:
     )
 
 
-_CACHE: dict[int, tuple[BaseTool, ToolSchema]] = {}
-_LOCK = threading.Lock()
+_CACHE: IdentityCache[ToolSchema] = IdentityCache()
+"""`compile_tool` per tool object (held weakly: `core.identity`)."""
 
 
 def tool_schema(tool: BaseTool) -> ToolSchema:
     """`compile_tool(tool)`, cached per tool object."""
-    hit = _CACHE.get(id(tool))
-    if hit is not None and hit[0] is tool:
-        return hit[1]
+    hit = _CACHE.get(tool)
+    if hit is not None:
+        return hit
     compiled = compile_tool(tool)
-    with _LOCK:
-        if len(_CACHE) >= 2048:
-            _CACHE.clear()
-        _CACHE[id(tool)] = (tool, compiled)
+    _CACHE.put(tool, compiled)
     return compiled

@@ -1,0 +1,225 @@
+"""Safe is not stuck (DESIGN invariants 16 and 17), through every adapter, sync and async.
+
+An agent that does what the error envelope advises finishes its job: a write whose
+request never left is retried like a read; after an unknown outcome the envelope names
+the read that shows whether the write took effect, and the same write sent again after
+that answer runs (with the first call's idempotency key), while a repeat of a write that
+succeeded stays blocked; a read after a write runs again instead of being reused.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
+
+from langchain_resilient_tools import ToolPolicy, UnknownOutcome, set_testing
+from langchain_resilient_tools.testing import ServiceRefused, tool_call
+from tests.conftest import Harness
+
+
+class ConnectTimeout(Exception):
+    """Named as httpx's and requests' connect timeouts are (matched by class name)."""
+
+
+class Orders:
+    """A tiny order service: `get_order_details` and `cancel_pending_order`, whose next
+    runs fail as `plan` says (``before``: raised before the effect; ``after``: raised
+    after it, the reply lost)."""
+
+    def __init__(self) -> None:
+        self.status = {"W1": "pending"}
+        self.effects: list[str] = []
+        self.keys: list[str] = []
+        self.plan: list[tuple[str, BaseException]] = []
+        self.lock = threading.Lock()
+
+    def tools(self) -> list[BaseTool]:
+        def get_order_details(order_id: str) -> str:
+            """The status of an order."""
+            return json.dumps({"order_id": order_id, "status": self.status[order_id]})
+
+        def cancel_pending_order(
+            order_id: str, reason: str, idempotency_key: Annotated[str, InjectedToolArg] = ""
+        ) -> str:
+            """Cancel a pending order."""
+            with self.lock:
+                self.keys.append(idempotency_key)
+                when, exc = self.plan.pop(0) if self.plan else ("", None)
+            if when == "before" and exc is not None:
+                raise exc
+            self.status[order_id] = "cancelled"
+            self.effects.append(order_id)
+            if exc is not None:
+                raise exc
+            return f"order {order_id} cancelled"
+
+        return [
+            StructuredTool.from_function(get_order_details),
+            StructuredTool.from_function(cancel_pending_order),
+        ]
+
+
+def _refused_by_requests() -> BaseException:
+    """A ``requests.ConnectionError``-like error wrapping a refused connection."""
+    outer = ConnectionError("Max retries exceeded")
+    outer.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    return outer
+
+
+NEVER_SENT = {
+    "refused": lambda: ConnectionRefusedError(111, "Connection refused"),
+    "dns": lambda: socket.gaierror(-2, "Name or service not known"),
+    "connect_timeout": lambda: ConnectTimeout("timed out while connecting"),
+    "wrapped_refusal": _refused_by_requests,
+    "rate_limited": lambda: ServiceRefused(429, retry_after=0.01),
+    "unavailable_retry_after": lambda: ServiceRefused(503, retry_after=0.01),
+}
+
+CANCEL = {"order_id": "W1", "reason": "no longer needed"}
+
+
+@pytest.fixture
+def testing() -> Iterator[None]:
+    with set_testing(True):
+        yield
+
+
+def _body(message: Any) -> dict[str, Any]:
+    assert message.status == "error", message.content
+    data: dict[str, Any] = json.loads(message.content)
+    return data
+
+
+@pytest.mark.parametrize("fault", sorted(NEVER_SENT))
+def test_a_write_whose_request_never_left_is_retried(
+    harness: Harness, testing: None, fault: str
+) -> None:
+    orders = Orders()
+    orders.plan = [("before", NEVER_SENT[fault]())]
+    result = harness.run(
+        orders.tools(),
+        [tool_call("cancel_pending_order", CANCEL, id="c1")],
+        config={"configurable": {"thread_id": f"never-sent-{fault}"}},
+    )
+    assert result["c1"].status == "success", result["c1"].content
+    assert orders.effects == ["W1"]  # carried out once
+    assert len(orders.keys) == 2 and orders.keys[0] == orders.keys[1]  # the same request
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [ConnectionResetError(104, "Connection reset by peer"), ServiceRefused(503, retry_after=0)],
+    ids=["reset", "503_without_retry_after"],
+)
+def test_an_ambiguous_failure_of_a_write_stays_unknown(
+    harness: Harness, testing: None, exc: BaseException
+) -> None:
+    orders = Orders()
+    if isinstance(exc, ServiceRefused):
+        exc.headers = {}  # no Retry-After: maybe half done
+        exc.retry_after = None  # type: ignore[assignment]
+    orders.plan = [("after", exc)]
+    result = harness.run(
+        orders.tools(),
+        [tool_call("cancel_pending_order", CANCEL, id="c1")],
+        config={"configurable": {"thread_id": f"ambiguous-{type(exc).__name__}"}},
+    )
+    data = _body(result["c1"])
+    assert data["error"] == "unknown_outcome" and data["retryable"] is False
+    assert "was not sent again" in data["message"]
+    assert orders.effects == ["W1"] and len(orders.keys) == 1  # never sent twice
+
+
+def test_checking_then_sending_the_write_again_finishes_the_job(
+    harness: Harness, testing: None
+) -> None:
+    """The sequence that left agents stuck: cancel -> unknown_outcome; read the order
+    (still pending); cancel again -> it runs, as the same request; cancel once more ->
+    blocked, since it succeeded."""
+    orders = Orders()
+    orders.plan = [("before", ConnectionResetError(104, "Connection reset by peer"))]
+    turns = [
+        [tool_call("cancel_pending_order", CANCEL, id="a1")],
+        [tool_call("get_order_details", {"order_id": "W1"}, id="a2")],
+        [tool_call("cancel_pending_order", CANCEL, id="a3")],
+        [tool_call("cancel_pending_order", CANCEL, id="a4")],
+    ]
+    results = harness.run_turns(orders.tools(), turns, thread_id=f"check-{harness.mode}")
+    first = _body(results[0]["a1"])
+    assert first["error"] == "unknown_outcome"
+    assert "send this same call" in first["suggestion"]
+    if harness.adapter != "tool":  # a tool wrapped on its own does not know its siblings
+        assert first["check"] == {"tool": "get_order_details", "args": {"order_id": "W1"}}
+        assert 'get_order_details(order_id="W1")' in first["suggestion"]
+    assert json.loads(results[1]["a2"].content)["status"] == "pending"
+    assert results[2]["a3"].status == "success", results[2]["a3"].content
+    assert orders.effects == ["W1"]
+    assert len(orders.keys) == 2 and orders.keys[0] == orders.keys[1]  # same idempotency key
+    assert _body(results[3]["a4"])["error"] == "duplicate_call"
+    assert orders.effects == ["W1"]
+
+
+def test_a_read_after_a_write_in_the_thread_runs_again(harness: Harness) -> None:
+    orders = Orders()
+    read = {"order_id": "W1"}
+    turns = [
+        [tool_call("get_order_details", read, id="r1")],
+        [tool_call("cancel_pending_order", CANCEL, id="w1")],
+        [tool_call("get_order_details", read, id="r2")],
+        [tool_call("get_order_details", read, id="r3")],
+    ]
+    results = harness.run_turns(orders.tools(), turns, thread_id=f"fresh-{harness.mode}")
+    assert json.loads(results[0]["r1"].content)["status"] == "pending"
+    assert results[1]["w1"].status == "success"
+    second = results[2]["r2"]
+    assert json.loads(second.content)["status"] == "cancelled"  # not the reading before
+    assert "resilience" not in second.response_metadata  # it ran: a healthy call
+    third = results[3]["r3"]
+    assert "cancelled" in str(third.content)  # between writes, still reused
+    assert third.response_metadata["resilience"]["served_by"] == "dedup"
+
+
+def test_a_verified_rerun_backs_off_and_says_it_ran_twice(harness: Harness) -> None:
+    orders = Orders()
+    reset = ConnectionResetError(104, "Connection reset by peer")
+    orders.plan = [("before", reset), ("before", ConnectionResetError(104, "reset again"))]
+    policy = ToolPolicy(unknown_outcome=UnknownOutcome(verify=lambda info: None))
+    with set_testing(True) as t:
+        result = harness.run(
+            orders.tools(),
+            [tool_call("cancel_pending_order", CANCEL, id="v1")],
+            policies={"cancel_pending_order": policy},
+            config={"configurable": {"thread_id": f"verify-{harness.mode}"}},
+        )
+    data = _body(result["v1"])
+    assert data["error"] == "unknown_outcome"
+    assert "twice" in data["message"] and "not sent a third time" in data["message"]
+    assert "ConnectionResetError" in data["message"] and "ToolRaised" not in data["message"]
+    assert "not repeated" not in data["message"]
+    assert len(orders.keys) == 2 and not orders.effects
+    assert len(t.sleeps) == 1 and t.sleeps[0] >= 0.5  # the retry policy's first backoff
+
+
+def test_a_verified_rerun_that_succeeds_says_it_was_sent_once_more(harness: Harness) -> None:
+    orders = Orders()
+    orders.plan = [("before", ConnectionResetError(104, "Connection reset by peer"))]
+    policy = ToolPolicy(unknown_outcome=UnknownOutcome(verify=lambda info: None))
+    with set_testing(True):
+        result = harness.run(
+            orders.tools(),
+            [tool_call("cancel_pending_order", CANCEL, id="v2")],
+            policies={"cancel_pending_order": policy},
+            config={"configurable": {"thread_id": f"verify-ok-{harness.mode}"}},
+        )
+    message = result["v2"]
+    assert message.status == "success"
+    assert "sent once more" in str(message.content) and "ConnectionResetError" in str(
+        message.content
+    )
+    assert orders.effects == ["W1"]
