@@ -223,3 +223,36 @@ def test_a_verified_rerun_that_succeeds_says_it_was_sent_once_more(harness: Harn
         message.content
     )
     assert orders.effects == ["W1"]
+
+
+def test_a_read_after_a_write_in_another_worker_runs_again() -> None:
+    """Two workers share dedup through a store: a write that took effect in one makes the
+    other's reused read of the thread stale, though that worker counted no write itself."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.store.memory import InMemoryStore
+
+    from langchain_resilient_tools import ResilientToolNode
+    from langchain_resilient_tools.core import freshness
+
+    store, orders = InMemoryStore(), Orders()
+
+    def worker() -> Any:
+        graph = StateGraph(MessagesState)
+        graph.add_node("tools", ResilientToolNode(orders.tools(), store=store))
+        graph.add_edge(START, "tools")
+        graph.add_edge("tools", END)
+        return graph.compile()
+
+    one, two = worker(), worker()
+    config = {"configurable": {"thread_id": "two-workers"}}
+
+    def send(app: Any, name: str, args: dict[str, Any], call_id: str) -> Any:
+        ai = AIMessage("", tool_calls=[tool_call(name, args, id=call_id)])
+        return app.invoke({"messages": [ai]}, config)["messages"][-1]
+
+    assert "pending" in send(one, "get_order_details", {"order_id": "W1"}, "r1").content
+    assert send(two, "cancel_pending_order", CANCEL, "w1").status == "success"
+    freshness._epochs.clear()  # worker one is another process: it counted no write
+    again = send(one, "get_order_details", {"order_id": "W1"}, "r2")
+    assert json.loads(again.content)["status"] == "cancelled"

@@ -14,7 +14,9 @@ of the thread stale, as when each tool is wrapped on its own) and keep thread id
 counts only. They are bounded (least recently used threads are forgotten after
 `MAX_THREADS`, every thread after `TTL_S` without a write), far beyond the dedup
 ledger's own bounds, so a forgotten epoch never brings back an entry that is still kept.
-Across worker processes each worker counts its own writes (see docs/guide/sharing.md).
+Each worker process counts its own writes; where workers share dedup through a store,
+a write also leaves its time there, and a read another worker made before it is not
+reused either (`pipeline.dedup.shared`).
 """
 
 from __future__ import annotations

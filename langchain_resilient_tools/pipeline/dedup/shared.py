@@ -2,7 +2,9 @@
 
 The first worker to `claim` the call key runs the call; a repeat anywhere sees the entry
 (``pending`` -> blocked for writes, its result -> reused). A repeat of a read still
-running elsewhere simply runs too.
+running elsewhere simply runs too, and so does one made before a write took effect in
+the thread, in any worker (`SharedLedger._written_since`: the write leaves its time
+under ``~wrote:<scope>``; this worker's own writes are in the key, `core.freshness`).
 
 A ``pending`` entry names its owner and a lease (the call's deadline): an entry whose
 owner is gone (`runtime.owner`: a dead process on this host, or a lease run out) is not
@@ -37,6 +39,11 @@ NS_DEDUP = "dedup"
 
 def _ledger_key(call: Call, key: str) -> str:
     return f"{call.name}:{scope_of(call) or ''}:{key}"
+
+
+def _wrote_key(call: Call) -> str:
+    """Where the store keeps when a write last took effect in `call`'s thread."""
+    return f"~wrote:{scope_of(call) or ''}"
 
 
 def _restore(data: Any, call: Call, now: float) -> Entry | None:
@@ -114,6 +121,8 @@ class SharedLedger:
             return Verdict(Action.WAIT, None)
         # A pending write of this very call runs in some worker: blocked, never waited for.
         action = decide(visit.mode, call.resolved.idempotent, entry, call.id, pos, here=False)
+        if action is Action.REUSE and self._written_since(call, entry):
+            action = Action.RUN  # a write took effect in another worker since: stale
         if action in RUNS:
             pending.repeats = entry.repeats + 1
             backend.put(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=ttl)
@@ -126,6 +135,16 @@ class SharedLedger:
                 backend.put(NS_DEDUP, self.lkey, entry.persisted(call.name), ttl=ttl)
         return Verdict(action, entry, age=age_of(entry, now))
 
+    def _written_since(self, call: Call, entry: Entry) -> bool:
+        """Whether a write took effect in `call`'s thread, in any worker, after `entry`
+        was made (`_wrote_key`; this worker's own writes are in the key already,
+        `core.freshness`)."""
+        if not call.thread_id:
+            return False
+        marker = self.backend.get(NS_DEDUP, _wrote_key(call))
+        at = marker.get("at") if isinstance(marker, dict) else None
+        return isinstance(at, int | float) and at >= entry.at
+
     def end(self, visit: Visit, end: End) -> None:
         """Record how `visit`'s run ended, here and in the store."""
         if self.fallen:
@@ -135,11 +154,15 @@ class SharedLedger:
         entry.status, entry.content, entry.told = end.status, end.content, end.told
         if end.keep:
             persist(visit.call, visit.key, entry)
+        call = visit.call
         try:
             if entry.status == "failed":  # nothing to keep: the next call may claim it
                 self.backend.delete(NS_DEDUP, self.lkey)
             else:
-                data = entry.persisted(visit.call.name)
+                data = entry.persisted(call.name)
                 self.backend.put(NS_DEDUP, self.lkey, data, ttl=self.ttl)
+            if entry.status in ("ok", "done") and not call.idempotent and call.thread_id:
+                wrote = {"at": self.backend.clock()}  # the thread's reads before it: stale
+                self.backend.put(NS_DEDUP, _wrote_key(call), wrote, ttl=self.ttl)
         except BackendError as exc:  # a write stays "pending" there until its TTL
-            log.warning("state store failed (dedup update of %s): %s", visit.call.name, exc)
+            log.warning("state store failed (dedup update of %s): %s", call.name, exc)
