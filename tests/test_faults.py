@@ -336,3 +336,15 @@ def test_concurrent_executions_are_all_recorded() -> None:
     for t in threads:
         t.join()
     assert sorted(e.n for e in log.events) == list(range(8))
+
+
+def test_the_testing_surface_is_pinned_and_sorted() -> None:
+    import langchain_resilient_tools.testing as testing
+
+    assert testing.__all__ == [
+        "Fault", "FaultEvent", "FaultLog", "FaultPlan", "FaultyChatModel", "ModelFaultPlan",
+        "ScriptedChatModel", "ServiceRefused", "Slip", "faulty_message", "faulty_tools",
+        "invalid_call", "slip_call", "tool_call", "with_faults",
+    ]  # fmt: skip
+    assert sorted(testing.__all__) == testing.__all__
+    assert all(getattr(testing, name) is not None for name in testing.__all__)
