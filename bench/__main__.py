@@ -31,6 +31,7 @@ OPTIONAL = (
     "bench_tail",
     "bench_builtins",
     "bench_redact",
+    "bench_tasks",
 )
 """Benchmark modules owned elsewhere; each is run through its ``main()`` if present."""
 

