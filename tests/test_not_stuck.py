@@ -256,3 +256,66 @@ def test_a_read_after_a_write_in_another_worker_runs_again() -> None:
     freshness._epochs.clear()  # worker one is another process: it counted no write
     again = send(one, "get_order_details", {"order_id": "W1"}, "r2")
     assert json.loads(again.content)["status"] == "cancelled"
+
+
+def test_a_write_sent_again_while_its_timed_out_attempt_still_runs_waits_for_it(
+    harness: Harness,
+) -> None:
+    """A sync write that timed out runs on in its thread and may yet take effect: the
+    model told ``unknown_outcome`` checks too early (nothing yet) and sends it again. The
+    re-send waits for the first attempt; it took effect, so the re-send is blocked with
+    its result, and the write happened once."""
+    if harness.adapter == "middleware" and harness.mode == "async":
+        pytest.skip(
+            "create_agent runs a sync tool's async call on asyncio's executor, which gives "
+            "no handle on the thread left running: the re-send runs (a known gap)"
+        )
+    orders = Orders()
+    release = harness.hang_event()
+    effects: list[str] = []
+
+    def cancel_pending_order(order_id: str, reason: str) -> str:
+        """Cancel a pending order."""
+        release.wait(10)
+        effects.append(order_id)
+        return f"order {order_id} cancelled"
+
+    tools = [orders.tools()[0], StructuredTool.from_function(cancel_pending_order)]
+    turns = [
+        [tool_call("cancel_pending_order", CANCEL, id="s1")],
+        [tool_call("cancel_pending_order", CANCEL, id="s2")],
+    ]
+
+    def before_turn(i: int) -> None:
+        if i == 1:  # the first attempt finishes while the re-send waits for it
+            threading.Timer(0.2, release.set).start()
+
+    results = harness.run_turns(
+        tools,
+        turns,
+        policy=ToolPolicy(timeout=0.1),
+        thread_id=f"landing-{harness.mode}",
+        before_turn=before_turn,
+    )
+    assert _body(results[0]["s1"])["error"] == "unknown_outcome"
+    again = _body(results[1]["s2"])
+    assert again["error"] == "duplicate_call"
+    assert "finished after all" in again["message"]
+    assert again["previous_result"] == "order W1 cancelled"
+    assert effects == ["W1"]
+
+
+def test_a_read_refused_with_503_and_retry_after_says_when_to_come_back(
+    harness: Harness, testing: None
+) -> None:
+    def get_order_details(order_id: str) -> str:
+        """The status of an order."""
+        raise ServiceRefused(503, retry_after=7)
+
+    result = harness.run(
+        [StructuredTool.from_function(get_order_details)],
+        [tool_call("get_order_details", {"order_id": "W1"}, id="g1")],
+        policy=ToolPolicy(retry=1),
+    )
+    data = _body(result["g1"])
+    assert data["error"] == "transient_failure" and data["retry_after_s"] == 7

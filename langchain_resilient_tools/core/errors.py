@@ -97,10 +97,14 @@ class ToolRaised(ResilienceSignal):
 class AttemptTimeout(ResilienceSignal):
     """One attempt did not finish within `timeout` seconds."""
 
-    def __init__(self, timeout: float, *, started: bool = True) -> None:
+    def __init__(self, timeout: float, *, started: bool = True, late: Any = None) -> None:
         super().__init__(f"no answer within {timeout:g} s")
         self.timeout = timeout
         self.started = started
+        self.late = late
+        """The attempt, still running on its thread (a `runtime.job.Job`), when a sync
+        tool was abandoned at the deadline: it may yet take effect (`pipeline.dedup`
+        waits for it before a write is sent again)."""
 
 
 class ThreadsExhausted(ResilienceSignal):
@@ -203,7 +207,8 @@ class DuplicateCall(ResilienceSignal):
         self.repeats = repeats
         self.looping = looping
         self.reason = reason
-        """``done`` (it ran before), ``in_flight`` (still running) or ``unknown_outcome``."""
+        """``done`` (it ran before), ``in_flight`` (still running), ``unknown_outcome``, or
+        ``landed`` (its outcome was unknown, and its attempt took effect after all)."""
 
 
 class StateUnavailable(ResilienceSignal):

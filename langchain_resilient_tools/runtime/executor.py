@@ -151,7 +151,7 @@ class TimedRunner:
         if fut.cancel():
             raise AttemptTimeout(timeout, started=False)
         self._abandon(key, fut)
-        raise AttemptTimeout(timeout)
+        raise AttemptTimeout(timeout, late=fut)
 
     async def arun(
         self, key: str, fn: Callable[[], T], timeout: float | None, max_abandoned: int
@@ -174,12 +174,13 @@ class TimedRunner:
             alarm = alarms.at(loop.time() + timeout, partial(_expire_sync, answer, timeout))
         try:
             return await answer
-        except AttemptTimeout:
+        except AttemptTimeout as exc:
             if fut.cancel():
                 raise AttemptTimeout(timeout or 0.0, started=False) from None
             if fut.done():  # finished right at the deadline
                 return fut.result()
             self._abandon(key, fut)
+            exc.late = fut
             raise
         except asyncio.CancelledError:
             # Not started yet: it never will. Running: it runs out alone, counted like

@@ -385,6 +385,8 @@ def _classify(exc: BaseException, call: Call) -> Failure:
             message = m.DUPLICATE_IN_FLIGHT
         elif exc.reason == "unknown_outcome":
             message = m.DUPLICATE_UNKNOWN
+        elif exc.reason == "landed":
+            message = m.DUPLICATE_LANDED
         extra = {"repeats": exc.repeats}
         if exc.looping:
             extra["looping"] = True
@@ -487,12 +489,14 @@ def _classify_tool_exception(exc: BaseException, call: Call, expose: bool) -> Fa
         )
     if is_transient(exc):
         if call.idempotent:
+            wait = retry_after(exc)  # a 503's hint
             return Failure(
                 ToolErrorType.TRANSIENT_FAILURE,
                 m.TRANSIENT.format(tool=name, kind=kind),
                 m.TRANSIENT_HINT,
                 True,
-                cause=exc,
+                {} if wait is None else {"retry_after_s": round(wait, 1)},
+                exc,
             )
         return Failure(
             ToolErrorType.UNKNOWN_OUTCOME,

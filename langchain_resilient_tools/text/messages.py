@@ -202,6 +202,11 @@ DUPLICATE_UNKNOWN = (
     "An identical call to {tool} was made before and may or may not have taken effect, so it "
     "was not run again."
 )
+DUPLICATE_LANDED = (
+    "The earlier identical call to {tool}, whose outcome was unknown when it timed out, "
+    "finished after all and took effect, so this one was not run again (that would do it "
+    "twice). Its result is in previous_result."
+)
 DEDUP_REUSED = (
     "This repeats an earlier identical call to {tool} ({n} time(s) before): the tool was not "
     "run again, this is the earlier result{age}."

@@ -21,7 +21,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from ...core.call import Call
-from ...core.errors import DuplicateCall, OutcomeStillUnknown, ToolErrorType
+from ...core.errors import AttemptTimeout, DuplicateCall, OutcomeStillUnknown, ToolErrorType
 from ...core.idempotency import key_for_call
 from ...core.key import call_key
 from ...core.policy import DedupMode
@@ -40,6 +40,43 @@ def resend_key(call: Call, earlier: Entry) -> str | None:
     if not earlier.call_id:  # an entry kept without its call: the call keeps its own key
         return call.idempotency_key
     return key_for_call(call, earlier.call_id, earlier.pos)
+
+
+_NOT_LANDED = object()
+
+
+def landed_content(job: Any) -> Any:
+    """What an attempt that had timed out answered when it ended: its result as message
+    content if it succeeded (the write took effect), else `_NOT_LANDED`."""
+    try:
+        value = job.result()
+    except BaseException:  # it failed after all: the outcome stays unknown
+        return _NOT_LANDED
+    if isinstance(value, Command) or is_message_list(value):
+        return _NOT_LANDED
+    if isinstance(value, ToolMessage):
+        return _NOT_LANDED if value.status == "error" else value.content
+    return _content_of(value)
+
+
+def settle_late(entry: Entry, end: End, lock: Any, then: Any = None) -> None:
+    """Watch the attempt of `end` that runs on past its timeout: when it ends having
+    taken effect, `entry` (a write's unknown outcome) becomes ``ok`` with its result,
+    marked `Entry.landed`; `then(entry)` is called after (a store to update). Either
+    way `entry.late` resolves, which wakes a re-send waiting for it."""
+    landed: concurrent.futures.Future[None] = concurrent.futures.Future()
+    entry.late = landed
+
+    def done(job: Any) -> None:
+        content = landed_content(job)
+        with lock:
+            if content is not _NOT_LANDED and entry.status == "unknown_outcome":
+                entry.status, entry.content, entry.landed = "ok", content, True
+        if content is not _NOT_LANDED and then is not None:
+            then(entry)
+        landed.set_result(None)
+
+    end.late.add_done_callback(done)
 
 
 class Do(enum.Enum):
@@ -111,6 +148,9 @@ class End(NamedTuple):
     """Also kept in graph state (`graph_state.persist`)."""
     told: bool = True
     """The model is told this end (`Entry.told`): not for a write cut short."""
+    late: Any = None
+    """For an unknown outcome after a timeout: the attempt still running on its thread
+    (`AttemptTimeout.late`), which the ledger watches (`landed_content`)."""
 
 
 class Visit:
@@ -229,6 +269,8 @@ class Visit:
         assert self.verdict is not None
         action, entry = self.verdict.action, self.verdict.entry
         if action is Action.WAIT:
+            if entry is not None and entry.status == "unknown_outcome":  # still landing
+                raise DuplicateCall(previous=None, repeats=entry.repeats, reason="in_flight")
             raise OutcomeStillUnknown()
         assert entry is not None
         if action is Action.REPLAY:
@@ -283,7 +325,8 @@ class Visit:
         if isinstance(exc, GraphBubbleUp):
             return _FAILED
         if classify(exc, self.call).error is ToolErrorType.UNKNOWN_OUTCOME:
-            return _UNKNOWN
+            late = exc.late if isinstance(exc, AttemptTimeout) else None
+            return _UNKNOWN if late is None else End("unknown_outcome", late=late)
         self.share = Share(exc=exc)
         return _FAILED
 

@@ -111,8 +111,9 @@ def forget_if_gone(call: Call, entry: Entry) -> None:
     """An entry of an earlier step whose message the thread no longer holds (trimmed,
     summarized) is ``done``: its result is not reused (a read runs again, a write is
     still blocked). Checked only where the call sees the thread's messages."""
-    if entry.status != "ok" or entry.call_id in (call.id, call.twin_of):
-        return  # not a result, or this call's or its twin's own (also when a step resumes)
+    if entry.status != "ok" or entry.landed or entry.call_id in (call.id, call.twin_of):
+        return  # not a result, one no message holds (landed after a timeout), or this
+        # call's or its twin's own (also when a step resumes)
     if entry.step is not None and entry.step == call.step:
         return  # made in this very step: its message is not in the thread yet
     messages = _messages(call.state)

@@ -16,15 +16,15 @@ from collections.abc import Callable
 
 from ...core.call import Call
 from ...core.resume import position
-from .core import COUNTED, RUNS, End, Verdict, Visit
+from .core import COUNTED, RUNS, End, Verdict, Visit, settle_late
 from .graph_state import forget_if_gone, persist, state_entry
-from .logic import Action, Entry, Ledger, age_of, decide, resent
+from .logic import Action, Entry, Ledger, age_of, decide, landing, resent
 
 
 class LocalLedger:
     """The calls this pipeline has seen, per tool; thread-safe."""
 
-    __slots__ = ("_lock", "clock", "ledgers")
+    __slots__ = ("_lock", "clock", "landings", "ledgers")
 
     remote = False
     """Its operations take microseconds: the async driver runs them on the loop."""
@@ -34,6 +34,18 @@ class LocalLedger:
         self.clock = clock
         """The ledgers' clock (wall time, so that entries in graph state age across restarts)."""
         self.ledgers: dict[str, Ledger] = {}
+        self.landings: dict[str, Entry] = {}
+        """Writes of a shared ledger (by its key) whose timed-out attempt still runs in
+        this process (`pipeline.dedup.shared`); each leaves when its attempt ends."""
+
+    def watch(self, key: str, entry: Entry, end: End, then: Callable[[Entry], None]) -> None:
+        """Watch `end`'s attempt, still running past its timeout, for a shared ledger's
+        `entry` under `key` (`core.settle_late`); `then` writes the landed entry."""
+        with self._lock:
+            self.landings[key] = entry
+        settle_late(entry, end, self._lock, then=then)
+        assert entry.late is not None
+        entry.late.add_done_callback(lambda _: self.landings.pop(key, None))
 
     def _ledger(self, call: Call) -> Ledger:
         ledger = self.ledgers.get(call.name)
@@ -60,6 +72,9 @@ class LocalLedger:
                     entry = None
             pos = position(call)
             action = decide(visit.mode, call.resolved.idempotent, entry, call.id, pos)
+            if landing(action, entry):  # the timed-out attempt may yet take effect
+                assert entry is not None and entry.late is not None
+                return Verdict(Action.WAIT, entry, entry.late)
             if action in RUNS:
                 earlier = entry
                 entry = Entry(
@@ -86,6 +101,8 @@ class LocalLedger:
         with self._lock:
             entry.status, entry.content, entry.told = end.status, end.content, end.told
             done, entry.done = entry.done, None
+            if end.late is not None:
+                settle_late(entry, end, self._lock)
         if done is not None:
             done.set_result(None)
         if end.keep:

@@ -72,6 +72,12 @@ class Entry:
     """Where the call that made the entry was issued (`core.resume.position`), if known:
     a call with the same id issued elsewhere (a later turn reusing ``call_0``) is another
     call, not a re-run of this one."""
+    late: concurrent.futures.Future[None] | None = field(default=None, repr=False)
+    """For an ``unknown_outcome`` entry of a write whose attempt timed out while its
+    thread ran on: resolved when that attempt ends (in memory only). A re-send waits for
+    it: if it took effect the entry became ``ok`` (`landed`), and the re-send is blocked."""
+    landed: bool = False
+    """The entry is ``ok`` because an attempt that had timed out took effect after all."""
     told: bool = True
     """For an ``unknown_outcome`` entry: the model was told the outcome is unknown (the
     call's own answer, or a blocked repeat's), so a repeat it sends now is a deliberate
@@ -193,10 +199,18 @@ def resent(action: Action, earlier: Entry | None) -> Entry | None:
     return earlier if action is Action.RESEND else None
 
 
+def landing(action: Action, entry: Entry | None) -> bool:
+    """Whether a re-send must wait: the earlier attempt, timed out, still runs."""
+    late = entry.late if entry is not None and action is Action.RESEND else None
+    return late is not None and not late.done()
+
+
 def block_reason(entry: Entry) -> str:
     """The `DuplicateCall.reason` for blocking a repeat of `entry`."""
-    if entry.status == "pending":
+    if entry.status == "pending" or (entry.late is not None and not entry.late.done()):
         return "in_flight"
+    if entry.landed:
+        return "landed"
     if entry.status == "unknown_outcome":
         return "unknown_outcome"
     return "done"

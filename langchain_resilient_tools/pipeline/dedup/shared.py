@@ -18,6 +18,7 @@ which knows the write's owner and lease, decided.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -30,7 +31,7 @@ from ..shared import fail
 from .core import COUNTED, RUNS, End, Verdict, Visit
 from .graph_state import persist
 from .local import LocalLedger
-from .logic import Action, Entry, Status, age_of, decide, resent, scope_of
+from .logic import Action, Entry, Status, age_of, decide, landing, resent, scope_of
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,10 @@ class SharedLedger:
         action = decide(visit.mode, call.resolved.idempotent, entry, call.id, pos, here=False)
         if action is Action.REUSE and self._written_since(call, entry):
             action = Action.RUN  # a write took effect in another worker since: stale
+        watched = self.local.landings.get(self.lkey) if action is Action.RESEND else None
+        if watched is not None and landing(action, watched):  # its attempt runs here still
+            assert watched.late is not None
+            return Verdict(Action.WAIT, watched, watched.late)
         if action in RUNS:
             pending.repeats = entry.repeats + 1
             backend.put(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=ttl)
@@ -161,6 +166,14 @@ class SharedLedger:
             else:
                 data = entry.persisted(call.name)
                 self.backend.put(NS_DEDUP, self.lkey, data, ttl=self.ttl)
+            if end.late is not None:  # a timed-out attempt runs on: it may yet land
+                lkey, ttl, backend = self.lkey, self.ttl, self.backend
+
+                def landed(found: Entry) -> None:
+                    with contextlib.suppress(BackendError):
+                        backend.put(NS_DEDUP, lkey, found.persisted(call.name), ttl=ttl)
+
+                self.local.watch(lkey, entry, end, landed)
             if entry.status in ("ok", "done") and not call.idempotent and call.thread_id:
                 wrote = {"at": self.backend.clock()}  # the thread's reads before it: stale
                 self.backend.put(NS_DEDUP, _wrote_key(call), wrote, ttl=self.ttl)
