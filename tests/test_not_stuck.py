@@ -319,3 +319,30 @@ def test_a_read_refused_with_503_and_retry_after_says_when_to_come_back(
     )
     data = _body(result["g1"])
     assert data["error"] == "transient_failure" and data["retry_after_s"] == 7
+
+
+def test_an_idempotent_write_is_never_named_as_the_check(testing: None) -> None:
+    """Only reads are checks: a write that is safe to repeat (its service honours keys)
+    still changes things, so it is not what the model is told to check with."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, StateGraph
+
+    from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
+
+    orders = Orders()
+    orders.plan = [("before", ConnectionResetError(104, "Connection reset by peer"))]
+
+    def archive_order(order_id: str) -> str:
+        """Archive an order (a keyed write: safe to repeat)."""
+        return "archived"
+
+    tools = [*orders.tools(), StructuredTool.from_function(archive_order)]
+    node = ResilientToolNode(tools, policies={"archive_order": ToolPolicy(idempotency_key=True)})
+    graph = StateGraph(ResilientToolsState)
+    graph.add_node("tools", node)
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    ai = AIMessage("", tool_calls=[tool_call("cancel_pending_order", CANCEL, id="k1")])
+    out = graph.compile().invoke({"messages": [ai]}, {"configurable": {"thread_id": "keyed"}})
+    data = _body(out["messages"][-1])
+    assert data["check"] == {"tool": "get_order_details", "args": {"order_id": "W1"}}

@@ -232,7 +232,7 @@ class Pipeline:
         ``unknown_outcome`` names (`pipeline.lookups`; their schemas are read on the first
         check asked for)."""
         resolve = self.resolver.resolve
-        self.lookups.learn(tools, lambda name, tool: resolve(name, tool).idempotent)
+        self.lookups.learn(tools, lambda name, tool: resolve(name, tool).access == "read")
 
     def _failure(self, exc: BaseException, call: Call) -> Failure:
         """`exc` as the model is told it; where the answer advises a check, the check
