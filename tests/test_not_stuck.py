@@ -346,3 +346,45 @@ def test_an_idempotent_write_is_never_named_as_the_check(testing: None) -> None:
     out = graph.compile().invoke({"messages": [ai]}, {"configurable": {"thread_id": "keyed"}})
     data = _body(out["messages"][-1])
     assert data["check"] == {"tool": "get_order_details", "args": {"order_id": "W1"}}
+
+
+def _named(name: str, base: type[BaseException] = Exception, **attrs: Any) -> BaseException:
+    """An exception of a class named as a client library names it (matched by name)."""
+    exc = type(name, (base,), {})("x")
+    for key, value in attrs.items():
+        setattr(exc, key, value)
+    return exc
+
+
+def _chained(outer: BaseException, cause: BaseException) -> BaseException:
+    outer.__cause__ = cause
+    return outer
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (ConnectionRefusedError(111, "refused"), True),
+        (socket.gaierror(-2, "Name or service not known"), True),
+        (OSError(101, "Network is unreachable"), True),
+        (_named("ConnectTimeout"), True),  # httpx, requests
+        (_named("ConnectError"), True),  # httpx
+        (_named("MaxRetryError", reason=_named("NewConnectionError")), True),  # urllib3
+        (_named("ClientConnectorError", OSError), True),  # aiohttp
+        (_chained(ConnectionError("Max retries"), ConnectionRefusedError()), True),  # requests
+        (ServiceRefused(429), True),
+        (ServiceRefused(503, retry_after=2), True),
+        (ConnectionResetError(104, "reset"), False),
+        (_chained(ConnectionError("aborted"), ConnectionResetError()), False),
+        (_named("ReadTimeout"), False),
+        (_named("ServerTimeoutError", OSError), False),  # aiohttp: a read timeout
+        (TimeoutError(), False),
+        (_named("HTTPError", status_code=500), False),
+        (_named("HTTPError", status_code=503), False),  # no Retry-After: maybe half done
+    ],
+    ids=lambda v: v if isinstance(v, bool) else type(v).__name__,
+)
+def test_what_says_a_request_was_not_carried_out(exc: BaseException, expected: bool) -> None:
+    from langchain_resilient_tools.core.hints import not_carried_out
+
+    assert not_carried_out(exc) is expected

@@ -126,20 +126,18 @@ def never_sent(exc: BaseException) -> bool:
     clients wrap (``__cause__``, ``__context__``, urllib3's ``reason``, an SDK's
     connection error), a few levels deep, so that ``requests.ConnectionError`` wrapping
     a refused connection counts and one wrapping a reset does not."""
-    seen: list[BaseException | None] = [exc]
-    for _ in range(6):
-        if not seen:
+    todo: list[BaseException] = [exc]
+    for _ in range(6):  # a few levels: clients wrap once or twice
+        if not todo:
             return False
-        current = seen.pop()
-        if current is None:
-            continue
+        current = todo.pop()
         if _connect_failed(current):
             return True
         reason = getattr(current, "reason", None)
         wrapped = [current.__cause__, current.__context__]
         if isinstance(reason, BaseException):
             wrapped.append(reason)
-        seen.extend(e for e in wrapped if e is not None and e is not current)
+        todo.extend(e for e in wrapped if e is not None and e is not current)
     return False
 
 
