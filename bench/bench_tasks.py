@@ -79,6 +79,26 @@ def load_domain(name: str, repo: Path | None) -> Domain | str:
     raise ValueError(f"unknown domain {name!r}")
 
 
+_LOADED: dict[str, Domain] = {}
+
+
+def _worker_init() -> None:
+    set_testing(True)
+
+
+def _job(name: str, repo: str | None, fault: str, agent: str, arm: str, tasks: int | None, seed: int) -> list[dict[str, Any]]:  # fmt: skip
+    """One (domain, fault, agent, arm) cell, in a worker process."""
+    if name not in _LOADED:
+        loaded = load_domain(name, Path(repo) if repo else None)
+        assert not isinstance(loaded, str), loaded
+        _LOADED[name] = loaded
+    domain = _LOADED[name]
+    return [
+        run_episode(domain, task, fault, agent, arm, seed=seed).as_dict()
+        for task in list(domain.tasks)[:tasks]
+    ]
+
+
 def run(
     domains: Sequence[Domain],
     *,
@@ -87,23 +107,43 @@ def run(
     arms: Sequence[str] = ARMS,
     tasks: int | None = None,
     seed: int = 0,
+    workers: int = 1,
+    repo: Path | None = None,
     progress: bool = False,
 ) -> tuple[list[dict[str, Any]], list[Episode]]:
     """Every episode of `domains` x `faults` x `agents` x `arms` (the first `tasks` tasks
-    of each domain): the summary rows and the episodes."""
-    set_testing(True)  # our backoff waits are instant (LangChain's retry waits 0.01 s)
+    of each domain): the summary rows and the episodes. With `workers` > 1 the cells run
+    in that many processes (each loads the domains itself, from `repo` for banking)."""
+    cells = [
+        (d, fault, agent, arm)
+        for d in domains
+        for fault in faults
+        for agent in agents
+        for arm in arms
+    ]
     episodes: list[Episode] = []
+    if workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
+            futures = [
+                pool.submit(_job, d.name, str(repo) if repo else None, f, a, arm, tasks, seed)
+                for d, f, a, arm in cells
+            ]
+            for i, future in enumerate(futures, 1):
+                episodes += [Episode(**e) for e in future.result()]
+                if progress and i % 16 == 0:
+                    print(f"  {i}/{len(cells)} cells", file=sys.stderr, flush=True)
+        return summarize(episodes), episodes
+    set_testing(True)  # our backoff waits are instant (LangChain's retry waits 0.01 s)
     try:
-        for domain in domains:
-            for fault in faults:
-                start = time.perf_counter()
-                for agent in agents:
-                    for arm in arms:
-                        for task in list(domain.tasks)[:tasks]:
-                            episodes.append(run_episode(domain, task, fault, agent, arm, seed=seed))
-                if progress:
-                    took = time.perf_counter() - start
-                    print(f"  {domain.name} / {fault}: {took:.1f} s", file=sys.stderr, flush=True)
+        for i, (domain, fault, agent, arm) in enumerate(cells, 1):
+            for task in list(domain.tasks)[:tasks]:
+                episodes.append(run_episode(domain, task, fault, agent, arm, seed=seed))
+            if progress and i % 16 == 0:
+                print(f"  {i}/{len(cells)} cells", file=sys.stderr, flush=True)
     finally:
         set_testing(False)
     return summarize(episodes), episodes
@@ -168,7 +208,14 @@ def markdown(data: dict[str, Any]) -> str:
             n = sum(r["tasks"] for r in mine)
             passed = sum(r["pass_rate"] * r["tasks"] for r in mine)
             total.append(f"**{passed / n:.0%}**" if n else "")
-        lines.append("| every fault | both | " + " | ".join(total) + " |")
+        lines.append("| every fault | both agents | " + " | ".join(total) + " |")
+        blind = sum(r.get("blind_checks", 0) for r in rows if r["domain"] == dom)
+        if blind:
+            lines.append(
+                f"\n{blind} times an `unknown_outcome` envelope named a check that cannot show"
+                " the write (it reads the same before and after it); the careful agent read the"
+                " domain's check instead."
+            )
         count = meta.get("task_counts", {}).get(dom, "?")
         parts.append(f"**{dom}** ({count} tasks)\n\n" + "\n".join(lines))
     legend = (
@@ -176,19 +223,36 @@ def markdown(data: dict[str, Any]) -> str:
         " than the ground truth needs, summed over the tasks) · u unanswered tool calls ·"
         " tool calls per task · episodes ended by an exception."
     )
+    crash = data.get("crash")
+    if crash:
+        lines = [
+            "| arm | tasks | killed | pass rate | extra writes | missing writes | unanswered | raised |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for c in crash["summary"]:
+            lines.append(
+                f"| {c['arm']} | {c['tasks']} | {c['killed']} | **{c['pass_rate']:.0%}** |"
+                f" {c['extra_writes']} | {c['missing_writes']} | {c['unanswered']} | {c['exceptions']} |"
+            )
+        parts.append(
+            "**A process killed after a write** (telecom, the careful agent, SIGKILL right"
+            " after the write took effect, then a fresh process resumes the thread)\n\n"
+            + "\n".join(lines)
+        )
     where = f"At commit `{meta['git_commit']}`. " if meta.get("git_commit") else ""
     skipped = "".join(f" {d}: {why}." for d, why in (meta.get("domains_skipped") or {}).items())
     return "\n\n".join(parts) + f"\n\n{where}{legend}{skipped}"
 
 
-def _git_commit() -> str | None:
+def _git(*args: str) -> str:
     done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parent,
+        ["git", *args], capture_output=True, text=True, cwd=Path(__file__).resolve().parent
     )
-    return done.stdout.strip() or None
+    return done.stdout.strip()
+
+
+def _git_commit() -> str | None:
+    return _git("rev-parse", "--short", "HEAD") or None
 
 
 def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str, Any]:
@@ -206,11 +270,17 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
     parser.add_argument("--tasks", type=int, help="at most this many tasks per domain")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--workers", type=int, default=1, help="processes (stalls mostly wait)")
+    parser.add_argument(
+        "--crash", action="store_true", help="also SIGKILL after a write, then resume (telecom)"
+    )
     args = parser.parse_args(list(argv or []))
     quick = quick or args.quick
     faults = args.faults or (list(QUICK_FAULTS) if quick else list(FAULTS))
     limit = args.tasks if args.tasks is not None else (5 if quick else None)
     repo = tau2_repo(args.tau2_repo)
+    commit = _git_commit()  # before the run: other commits may land while it runs
+    dirty = _git("status", "--porcelain", "--", "langchain_resilient_tools").splitlines()
 
     domains, skipped = [], {}
     for name in args.domains:
@@ -229,16 +299,25 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
         arms=args.arms,
         tasks=limit,
         seed=args.seed,
+        workers=args.workers,
+        repo=repo,
         progress=True,
     )
     took = time.perf_counter() - start
     print(table(rows))
     print(f"({len(episodes)} episodes, {took:.0f} s)")
-    meta = _util.run_metadata(["bench_tasks", *(argv or (["--quick"] if quick else []))])
+    meta = _util.run_metadata()
+    meta["command"] = " ".join(
+        ["python -m bench.bench_tasks", *(argv or (["--quick"] if quick else []))]
+    )
     meta.update(
         git_commit=_git_commit(),
+        package_uncommitted=_git(
+            "status", "--porcelain", "--", "langchain_resilient_tools"
+        ).splitlines(),
         seed=args.seed,
         wall_s=round(took, 1),
+        workers=args.workers,
         episodes=len(episodes),
         domains_ran=[d.name for d in domains],
         domains_skipped=skipped,
@@ -257,7 +336,20 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
             "max_resends": MAX_RESENDS,
         },
     )
-    result = {"meta": meta, "rows": rows}
+    result: dict[str, Any] = {"meta": meta, "rows": rows}
+    telecom_domain = next((d for d in domains if d.name == "telecom"), None)
+    if args.crash and telecom_domain is not None:
+        from .tasks import crash
+
+        start = time.perf_counter()
+        kills = crash.run(telecom_domain, seed=args.seed)
+        result["crash"] = {
+            "agent": "careful",
+            "wall_s": round(time.perf_counter() - start, 1),
+            "summary": crash.summary(kills),
+            "kills": kills,
+        }
+        print(_util.format_table(list(kills[0]), [list(k.values()) for k in kills]))
     path = _util.save_json(result, args.out)
     print(f"\nresults: {path}")
     return result

@@ -14,7 +14,10 @@ or none).
   the write again only if the check shows the effect absent. ``duplicate_call``: moves on.
   Without an envelope (plain error text), an error on a write that may have gone through
   (anything but a refused connection, a 429/503 or a validation error) is checked the same
-  way. "Effect present" means the check read answers as it does on a shadow environment
+  way. A check the envelope names that cannot show the write (it reads the same before and
+  after it, e.g. a user's accounts for a dispute) is replaced by the domain's check, as a
+  model that reads it would notice (counted: `TaskAgent.blind_checks`). "Effect present"
+  means the check read answers as it does on a shadow environment
   where the actions so far were each applied once. A write with no check is not sent
   again after an unknown outcome (a sensible model does not risk a duplicate it cannot
   see). Otherwise as `blind`, with the same limits.
@@ -48,6 +51,8 @@ NOTHING_HAPPENED = re.compile(
 """Error texts (no envelope) that say the request did not take effect."""
 
 AGENTS = ("blind", "careful")
+STATE_KEY = "task_agent"
+"""The ``additional_kwargs`` key of the agent's state in each of its messages."""
 
 
 def parse_json(text: Any) -> Any:
@@ -100,6 +105,7 @@ class TaskAgent(BaseChatModel):
     _serial: int = PrivateAttr(default=0)
     _pending: _Pending | None = PrivateAttr(default=None)
     _done: bool = PrivateAttr(default=False)
+    _blind_checks: int = PrivateAttr(default=0)
 
     def __init__(self, *, domain: Domain, task: Task, kind: str = "blind") -> None:
         super().__init__(kind=kind)  # the domain and task stay out of the model's repr
@@ -112,6 +118,12 @@ class TaskAgent(BaseChatModel):
     @property
     def task(self) -> Task:
         return self._task
+
+    @property
+    def blind_checks(self) -> int:
+        """Checks the envelope named that cannot show the write (they read the same before
+        and after it): the agent read the domain's check instead."""
+        return self._blind_checks
 
     @property
     def _llm_type(self) -> str:
@@ -139,6 +151,7 @@ class TaskAgent(BaseChatModel):
     # -- the decision ---------------------------------------------------------------------
 
     def decide(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        self._restore(messages)
         pending = self._pending
         if pending is not None:
             answer = next(
@@ -161,7 +174,7 @@ class TaskAgent(BaseChatModel):
             return self._send(self._pending)
         if self._index >= len(self.task.actions):
             self._done = True
-            return AIMessage("Done.")
+            return AIMessage("Done.", additional_kwargs={STATE_KEY: self._state()})
         return self._send(_Pending("", self.task.actions[self._index], checking=False))
 
     def _send(self, pending: _Pending) -> AIMessage:
@@ -173,7 +186,45 @@ class TaskAgent(BaseChatModel):
             "args": dict(pending.action.args),
             "id": pending.call_id,
         }
-        return AIMessage("", tool_calls=[call])
+        return AIMessage("", tool_calls=[call], additional_kwargs={STATE_KEY: self._state()})
+
+    def _state(self) -> dict[str, Any]:
+        """Where the agent is, carried in its own message (so a fresh process that
+        resumes the conversation carries on from it)."""
+        p = self._pending
+        return {
+            "index": self._index,
+            "resends": self._resends,
+            "check_resends": self._check_resends,
+            "serial": self._serial,
+            "pending": None
+            if p is None
+            else {
+                "id": p.call_id,
+                "name": p.action.name,
+                "args": dict(p.action.args),
+                "check": p.checking,
+            },
+        }
+
+    def _restore(self, messages: Sequence[BaseMessage]) -> None:
+        """Take up the state the agent's last message in `messages` carries, if any."""
+        state = next(
+            (
+                m.additional_kwargs[STATE_KEY]
+                for m in reversed(messages)
+                if isinstance(m, AIMessage) and STATE_KEY in m.additional_kwargs
+            ),
+            None,
+        )
+        if state is None:
+            return
+        self._index, self._resends = state["index"], state["resends"]
+        self._check_resends, self._serial = state["check_resends"], state["serial"]
+        p = state["pending"]
+        self._pending = (
+            None if p is None else _Pending(p["id"], Action(p["name"], p["args"]), p["check"])
+        )
 
     def _advance(self) -> None:
         self._index += 1
@@ -203,9 +254,7 @@ class TaskAgent(BaseChatModel):
                 self._advance()
             elif kind == "unknown_outcome":
                 self._check(action, env.get("check"))
-            elif env.get("retryable"):
-                self._resend()
-            else:
+            else:  # retryable, or a mistake to fix: the intended call, again
                 self._resend()
             return
         if write and not NOTHING_HAPPENED.search(str(answer.content)):
@@ -218,6 +267,9 @@ class TaskAgent(BaseChatModel):
         reads = self.domain.names - self.domain.writes
         if isinstance(pointed, dict) and pointed.get("tool") in reads:
             check = Action(pointed["tool"], dict(pointed.get("args") or {}))
+            if not informative(self.domain, self.task, self._index, check):
+                self._blind_checks += 1  # it cannot show this write: read what would
+                check = None
         if check is None:
             check = self.domain.check_for(action)
         if check is None:  # nothing can show it: do not risk a duplicate
@@ -239,12 +291,19 @@ class TaskAgent(BaseChatModel):
             self._resend()
 
 
+def _read(domain: Domain, task: Task, upto: int, check: Action) -> Any:
+    try:  # a read: the shadow is not changed
+        return parse_json(domain.call(domain.shadow(task, upto), check.name, check.args))
+    except DomainError as exc:
+        return str(exc)
+
+
+def informative(domain: Domain, task: Task, index: int, check: Action) -> bool:
+    """Whether `check` reads otherwise once action `index` was applied (once) than before."""
+    return _read(domain, task, index, check) != _read(domain, task, index + 1, check)
+
+
 def effect_present(domain: Domain, task: Task, index: int, check: Action, seen: Any) -> bool:
     """Whether the check read `seen` answers as it does once actions ``0..index`` were
     each applied once (a shadow run, no faults)."""
-    shadow = domain.shadow(task, index + 1)
-    try:  # a read: the shadow is not changed
-        expected: Any = domain.call(shadow, check.name, check.args)
-    except DomainError as exc:
-        expected = str(exc)
-    return parse_json(seen) == parse_json(expected)
+    return parse_json(seen) == _read(domain, task, index + 1, check)

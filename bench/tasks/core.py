@@ -61,6 +61,8 @@ class Env:
 
     db: dict[str, Any]
     runs: Counter[str] = field(default_factory=Counter)
+    on_write: Callable[[str], None] | None = None
+    """Called after each write went through (the crash run saves the state there)."""
 
 
 ToolFn = Callable[..., Any]
@@ -144,6 +146,8 @@ class Domain:
         out = render(spec.fn(env, **args))
         if spec.write:  # counted once the body went through (a refused request did nothing)
             env.runs[name] += 1
+            if env.on_write is not None:
+                env.on_write(name)
         return out
 
     def tools(self, env: Env) -> list[BaseTool]:

@@ -95,6 +95,8 @@ class Episode:
     wall_s: float
     exception: str | None = None
     faults_drawn: int = 0
+    blind_checks: int = 0
+    """Checks an error envelope named that could not show the write (`TaskAgent.blind_checks`)."""
     runs: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -205,6 +207,7 @@ def run_episode(
         wall_s=round(wall, 4),
         exception=error,
         faults_drawn=drawn,
+        blind_checks=agent.blind_checks,
         runs=dict(Counter(env.runs)),
     )
 
@@ -231,6 +234,8 @@ def summarize(episodes: Sequence[Episode]) -> list[dict[str, Any]]:
                 "tool_calls_per_task": round(sum(e.tool_calls for e in group) / n, 2),
                 "wall_s_per_task": round(sum(e.wall_s for e in group) / n, 3),
                 "exceptions": sum(e.exception is not None for e in group),
+                "blind_checks": sum(e.blind_checks for e in group),
+                "faults_drawn": sum(e.faults_drawn for e in group),
                 "exception_types": sorted({e.exception for e in group if e.exception}),
             }
         )
