@@ -311,10 +311,8 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
         ["python -m bench.bench_tasks", *(argv or (["--quick"] if quick else []))]
     )
     meta.update(
-        git_commit=_git_commit(),
-        package_uncommitted=_git(
-            "status", "--porcelain", "--", "langchain_resilient_tools"
-        ).splitlines(),
+        git_commit=commit,
+        package_uncommitted=dirty,
         seed=args.seed,
         wall_s=round(took, 1),
         workers=args.workers,
