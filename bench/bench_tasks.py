@@ -240,6 +240,12 @@ def markdown(data: dict[str, Any]) -> str:
             + "\n".join(lines)
         )
     where = f"At commit `{meta['git_commit']}`. " if meta.get("git_commit") else ""
+    if meta.get("kept_from_previous_run"):
+        prev = meta.get("previous_run") or {}
+        where += (
+            f"Kept from an earlier run (at `{prev.get('git_commit')}`, {prev.get('timestamp')}):"
+            f" {', '.join(meta['kept_from_previous_run'])}. "
+        )
     skipped = "".join(f" {d}: {why}." for d, why in (meta.get("domains_skipped") or {}).items())
     return "\n\n".join(parts) + f"\n\n{where}{legend}{skipped}"
 
@@ -275,6 +281,8 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
         "--crash", action="store_true", help="also SIGKILL after a write, then resume (telecom)"
     )
     args = parser.parse_args(list(argv or []))
+    if argv is None and not quick:  # `python -m bench`: the full run, as committed
+        args.workers, args.crash = max(args.workers, 4), True
     quick = quick or args.quick
     faults = args.faults or (list(QUICK_FAULTS) if quick else list(FAULTS))
     limit = args.tasks if args.tasks is not None else (5 if quick else None)
@@ -348,9 +356,34 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
             "kills": kills,
         }
         print(_util.format_table(list(kills[0]), [list(k.values()) for k in kills]))
+    if not quick:
+        _keep_previous(result, args.out)
     path = _util.save_json(result, args.out)
     print(f"\nresults: {path}")
     return result
+
+
+def _keep_previous(result: dict[str, Any], path: Path) -> None:
+    """Keep the rows of the domains this run skipped (no tau2-bench checkout this time),
+    and the crash run if it was not made, from `path`'s previous results; listed in
+    ``meta.kept_from_previous_run``."""
+    previous = _util.load_json(path)
+    skipped = set(result["meta"]["domains_skipped"])
+    kept = [r for r in previous.get("rows", []) if r.get("domain") in skipped]
+    names = sorted({r["domain"] for r in kept})
+    if "crash" not in result and "crash" in previous:
+        result["crash"] = previous["crash"]
+        names.append("crash")
+    if names:
+        result["rows"] += kept
+        result["meta"]["kept_from_previous_run"] = names
+        prev_meta = previous.get("meta", {})
+        result["meta"]["previous_run"] = {
+            k: prev_meta.get(k) for k in ("timestamp", "git_commit", "task_counts")
+        }
+        for d in names:
+            if d in prev_meta.get("task_counts", {}):
+                result["meta"]["task_counts"][d] = prev_meta["task_counts"][d]
 
 
 if __name__ == "__main__":
