@@ -217,7 +217,9 @@ def markdown(data: dict[str, Any]) -> str:
                 " domain's check instead."
             )
         count = meta.get("task_counts", {}).get(dom, "?")
-        parts.append(f"**{dom}** ({count} tasks)\n\n" + "\n".join(lines))
+        left = (meta.get("tasks_left_out") or {}).get(dom) or {}
+        note = "; left out: " + ", ".join(f"{n} {why}" for why, n in left.items()) if left else ""
+        parts.append(f"**{dom}** ({count} tasks{note})\n\n" + "\n".join(lines))
     legend = (
         "Cell: **pass rate** · +extra/−missing writes (write bodies that ran more/less often"
         " than the ground truth needs, summed over the tasks) · u unanswered tool calls ·"
@@ -340,6 +342,7 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
             "timeout_s": TIMEOUT_S,
             "retry_after_s": RETRY_AFTER_S,
             "max_resends": MAX_RESENDS,
+            "schedule_seed": "seed * 1000003 + crc32(task id), the same for every arm and agent",
         },
     )
     result: dict[str, Any] = {"meta": meta, "rows": rows}
