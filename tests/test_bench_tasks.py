@@ -6,6 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from bench.tasks import synthetic
+from bench.tasks.arms import ARMS
 from bench.tasks.core import Action
 from bench.tasks.run import run_episode, summarize, unanswered, write_counts
 from langchain_resilient_tools import set_testing
@@ -36,7 +37,7 @@ def _testing_mode():
     set_testing(False)
 
 
-@pytest.mark.parametrize("arm", ["toolnode", "langchain", "ours", "ours_docs"])
+@pytest.mark.parametrize("arm", ARMS)
 def test_no_fault_every_arm_passes_with_one_call_per_action(arm: str) -> None:
     for task in DOMAIN.tasks:
         e = run_episode(DOMAIN, task, "none", "blind", arm)

@@ -9,6 +9,11 @@
   ``on_failure="continue"`` answers the model with an error text once retries are spent).
   No per-call timeout (LangChain has none); `ToolCallLimitMiddleware` only blocks calls,
   it would not help a task finish, so it is left out.
+- ``langchain_split``: what a LangChain user who knows which tools write can build from
+  LangChain's own middleware: `ToolErrorMiddleware` (every tool exception answered to the
+  model as ``"<ExceptionType>: <message>"``) around two `ToolRetryMiddleware`s, one for
+  the reads (every exception retried, twice) and one for the writes that retries only
+  what says the request never left (``ConnectionRefusedError``, a 429/503 refusal).
 - ``ours``: `ResilientToolNode(tools, policy=ToolPolicy(timeout=0.2))` in the same loop
   as ``toolnode`` (tools whose names do not say whether they read or write get
   ``idempotent=`` set; see `Domain.odd_names`).
@@ -39,7 +44,7 @@ from langchain_resilient_tools import ResilientToolNode, ResilientToolsState, To
 from .agents import TaskAgent, effect_present
 from .core import Action, Domain, Env, Task
 
-ARMS = ("toolnode", "langchain", "ours", "ours_docs")
+ARMS = ("toolnode", "langchain", "langchain_split", "ours", "ours_docs")
 TIMEOUT_S = 0.2
 """Per-call timeout of the arms that have one."""
 
@@ -96,6 +101,34 @@ def docs_policies(domain: Domain, task: Task, agent: TaskAgent, env: Env) -> dic
     return policies
 
 
+def never_sent(exc: BaseException) -> bool:
+    """Whether `exc` says the request never reached the service (safe to send a write again)."""
+    return isinstance(exc, ConnectionRefusedError) or getattr(exc, "status_code", None) in (
+        429,
+        503,
+    )
+
+
+def _split_middleware(domain: Domain) -> list[Any]:
+    from langchain.agents.middleware import ToolErrorMiddleware, ToolRetryMiddleware
+
+    class WriteRetryMiddleware(ToolRetryMiddleware):  # type: ignore[misc]
+        """A second `ToolRetryMiddleware` (create_agent wants distinct names)."""
+
+    def answer(exc: Exception, request: Any) -> str:
+        return f"{type(exc).__name__}: {exc}"
+
+    common: dict[str, Any] = {"max_retries": 2, "initial_delay": 0.01, "jitter": False}
+    reads = sorted(domain.names - domain.writes)
+    return [
+        ToolErrorMiddleware(on_error=answer),
+        ToolRetryMiddleware(tools=reads, on_failure="error", **common),
+        WriteRetryMiddleware(
+            tools=sorted(domain.writes), retry_on=never_sent, on_failure="error", **common
+        ),
+    ]
+
+
 def build(
     arm: str,
     model: Any,
@@ -115,6 +148,12 @@ def build(
 
         retry = ToolRetryMiddleware(max_retries=2, initial_delay=0.01, jitter=False)
         return create_agent(model, list(tools), middleware=[retry], checkpointer=InMemorySaver())
+    if arm == "langchain_split":
+        from langchain.agents import create_agent
+
+        return create_agent(
+            model, list(tools), middleware=_split_middleware(domain), checkpointer=InMemorySaver()
+        )
     if arm == "ours":
         node = ResilientToolNode(
             list(tools), policy=ToolPolicy(timeout=TIMEOUT_S), policies=_odd(domain)
