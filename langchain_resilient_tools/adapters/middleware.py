@@ -22,7 +22,7 @@ from langgraph.types import Command
 from ..core.call import Call
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
-from ..core.tools import thread_id_of
+from ..core.tools import thread_id_of, unique_names
 from ..observe.stats import StatsSnapshot
 from ..pipeline import MessageTwins, Outcome, Pipeline, Repaired
 from ..runtime.deadline import deadline_of
@@ -99,6 +99,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     def _remember_tools(self, request: ModelRequest[Any]) -> None:
         # The agent's tools are only visible on model requests; invalid calls need them.
         if len(self._agent_tools) != len(request.tools):
+            # Two of one name (added by a middleware; create_agent drops them): refused.
+            unique_names(request.tools, type(self).__name__)
             tools = {t.name: t for t in request.tools if isinstance(t, BaseTool)}
             # The middleware first sees the agent's tools here: isolate=True on a tool
             # that cannot be pickled raises before the first tool call.

@@ -27,7 +27,7 @@ from ..core.errors import UnknownTool
 from ..core.idempotency import keyed_request, takes_key
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
-from ..core.tools import INVALID_KEY, expect_tool, has_native_async, thread_id_of
+from ..core.tools import INVALID_KEY, expect_tools, has_native_async, thread_id_of
 from ..observe.stats import StatsSnapshot
 from ..pipeline import Outcome, Pipeline
 from ..runtime.deadline import deadline_of
@@ -94,7 +94,7 @@ class ResilientToolNode(StepNode):
         runner: TimedRunner | None = None,
         store: Any = None,
     ) -> None:
-        tools = [expect_tool(t, f"ResilientToolNode: tools[{i}]") for i, t in enumerate(tools)]
+        tools = expect_tools(tools, "ResilientToolNode")  # no two of one name
         self._user_wrap = wrap_tool_call
         self._user_awrap = awrap_tool_call
         self._handle = True if handle_tool_errors is None else handle_tool_errors

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 from langchain_core.runnables import RunnableConfig
@@ -30,6 +31,30 @@ def expect_tool(obj: T, where: str) -> T:
         f"{where} must be a BaseTool or a function (a callable with a __name__, made a "
         f"tool as @tool makes one); got {kind} {shown}"
     )
+
+
+def expect_tools(tools: Sequence[T], owner: str) -> list[T]:
+    """`tools`, each checked by `expect_tool`, with no two of one name (`unique_names`)."""
+    checked = [expect_tool(t, f"{owner}: tools[{i}]") for i, t in enumerate(tools)]
+    unique_names(checked, owner)
+    return checked
+
+
+def unique_names(tools: Iterable[Any], owner: str) -> None:
+    """Refuse two tools with one name (a `UsageError` naming it): LangGraph's `ToolNode`
+    keeps the last of them silently, so the model's calls would reach only that one."""
+    seen: set[str] = set()
+    for t in tools:
+        name = t.name if isinstance(t, BaseTool) else getattr(t, "__name__", None)
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            raise UsageError(
+                f"{owner}: two tools are named {name!r}; LangGraph's ToolNode would keep "
+                "only the last one, silently. Give each tool its own name (e.g. "
+                f'@tool("{name}_v2") or tool.name = ...).'
+            )
+        seen.add(name)
 
 
 def thread_id_of(config: RunnableConfig | None) -> str | None:

@@ -70,6 +70,7 @@ def failure_message(failure: Failure, call: Call, content: str | None = None) ->
             meta[METADATA_KEY] = call.record.as_dict()
         if own is not None:
             update: dict[str, Any] = {"response_metadata": {**own.response_metadata, **meta}}
+            update.update(_for_call(own, call))
             scrubbed = _scrubbed(own.content, call)
             if scrubbed is not own.content:
                 update["content"] = scrubbed
@@ -174,10 +175,20 @@ def as_it_came(value: Any, call: Call) -> bool:
     """Whether `success_message` answers `call` with `value` itself: the tool's own
     ToolMessage, from a call the layer did nothing visible to, whose policy asks for
     no record and no cap (the hot path: checked without building anything)."""
-    if type(value) is not ToolMessage or not untouched(call):
-        return False
+    if type(value) is not ToolMessage or value.tool_call_id != call.id or not untouched(call):
+        return False  # another call's id: answered for its own by `success_message`
     resolved = call.resolved
     return not resolved.attach_record and resolved.max_chars is None
+
+
+def _for_call(message: ToolMessage, call: Call) -> dict[str, Any]:
+    """The update that makes `message` answer `call`: a tool that returned a ToolMessage
+    for another id would leave `call` unanswered (invariant 1), so its content, status
+    and artifact answer `call`'s own id (ToolNode passes it on as it came), as a new
+    message (no message id: a message kept and returned again would replace its first)."""
+    if not call.id or message.tool_call_id == call.id:
+        return {}
+    return {"tool_call_id": call.id, "id": None}
 
 
 def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list[Any]:
@@ -193,12 +204,13 @@ def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list
         content = truncate(value.content, cap)
         cut = content is not value.content
         attach = resolved.attach_record or cut or not untouched(call)
+        update: dict[str, Any] = _for_call(value, call)
         if not attach:
-            return value
+            return value.model_copy(update=update) if update else value
         # Copied, never changed in place: a user's wrapper or another middleware may
         # hand out the same message again (a cache of its own).
         meta = {**value.response_metadata, METADATA_KEY: call.record.as_dict()}
-        update: dict[str, Any] = {"response_metadata": meta}
+        update["response_metadata"] = meta
         if call.record.notices or cut:
             update["content"] = _with_notices(content, call.record.notices)
         return value.model_copy(update=update)
