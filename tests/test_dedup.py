@@ -273,6 +273,31 @@ def test_a_reused_result_says_how_old_it_is(harness: Harness) -> None:
     answered_once(last.state)
 
 
+def test_a_blocked_repeat_says_when_the_earlier_call_ran(harness: Harness) -> None:
+    """A repeat of a write that succeeded is blocked with ``duplicate_call``; its envelope
+    says when the earlier call ran, by the ledger's clock (a repeat less than a second
+    old says nothing: `test_block_mode_escalates_and_previews`)."""
+    from langchain_resilient_tools.pipeline.dedup.stage import DedupStage
+
+    now = [0.0]
+
+    def at(i: int) -> None:
+        now[0] = 1_000.0 + 480.0 * i  # each turn eight minutes after the one before
+        for adapter in harness.adapters:
+            for stage in adapter.pipeline.stages:
+                if isinstance(stage, DedupStage):
+                    stage.clock = lambda: now[0]
+
+    turns = [[tool_call("book_flight", {"city": "Oslo"}, id=f"t{i}")] for i in (1, 2)]
+    last = harness.run_turns([book_tool()], turns, before_turn=at)[-1]
+    assert CALLS["book_flight"] == 1
+    data = body(last["t2"])
+    assert data["error"] == "duplicate_call"
+    assert data["message"].endswith("not run again (the earlier call ran 8 min ago).")
+    assert data["ran_s_ago"] == 480
+    answered_once(last.state)
+
+
 def test_write_repeat_blocked_after_restart(harness: Harness) -> None:
     if harness.adapter == "tool":
         pytest.skip("a wrapped tool keeps its ledger in memory only")
@@ -343,6 +368,7 @@ def test_block_mode_escalates_and_previews() -> None:
     first = json.loads(wrapped.invoke({"city": "Oslo"}, THREAD))
     second = json.loads(wrapped.invoke({"city": "Oslo"}, THREAD))
     assert first["error"] == "duplicate_call" and "looping" not in first
+    assert "ran_s_ago" not in first and "earlier call ran" not in first["message"]  # just now
     assert first["previous_result"] == "booked a flight to Oslo"
     assert second["looping"] is True and "going in circles" in second["message"]
     assert second["repeats"] == 2

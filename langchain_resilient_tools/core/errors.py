@@ -200,7 +200,13 @@ class DuplicateCall(ResilienceSignal):
     """The same call was made before and must not run again."""
 
     def __init__(
-        self, *, previous: str | None, repeats: int, looping: bool = False, reason: str = "done"
+        self,
+        *,
+        previous: str | None,
+        repeats: int,
+        looping: bool = False,
+        reason: str = "done",
+        age: float | None = None,
     ) -> None:
         super().__init__("duplicate call")
         self.previous = previous
@@ -209,6 +215,8 @@ class DuplicateCall(ResilienceSignal):
         self.reason = reason
         """``done`` (it ran before), ``in_flight`` (still running), ``unknown_outcome``, or
         ``landed`` (its outcome was unknown, and its attempt took effect after all)."""
+        self.age = age
+        """Seconds since the earlier call was made (the ledger's clock), if known."""
 
 
 class StateUnavailable(ResilienceSignal):

@@ -392,9 +392,12 @@ def _classify(exc: BaseException, call: Call) -> Failure:
             extra["looping"] = True
         if exc.previous is not None:
             extra["previous_result"] = exc.previous
+        ran = m.ran_ago(exc.age)
+        if ran:
+            extra["ran_s_ago"] = round(exc.age or 0)
         return Failure(
             ToolErrorType.DUPLICATE_CALL,
-            message.format(tool=name, n=exc.repeats),
+            message.format(tool=name, n=exc.repeats, ran=ran),
             m.UNKNOWN_OUTCOME_HINT if exc.reason == "unknown_outcome" else m.DUPLICATE_HINT,
             False,
             extra,

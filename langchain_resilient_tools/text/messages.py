@@ -189,10 +189,10 @@ def age_text(seconds: float) -> str:
 
 
 DUPLICATE = (
-    "This exact call to {tool} was already made ({n} time(s) before), so it was not run again."
+    "This exact call to {tool} was already made ({n} time(s) before), so it was not run again{ran}."
 )
 DUPLICATE_LOOPING = (
-    "This exact call to {tool} has now been repeated {n} times. You are going in circles."
+    "This exact call to {tool} has now been repeated {n} times{ran}. You are going in circles."
 )
 DUPLICATE_IN_FLIGHT = (
     "An identical call to {tool} is still running, so this one was not run as well "
@@ -200,13 +200,24 @@ DUPLICATE_IN_FLIGHT = (
 )
 DUPLICATE_UNKNOWN = (
     "An identical call to {tool} was made before and may or may not have taken effect, so it "
-    "was not run again."
+    "was not run again{ran}."
 )
 DUPLICATE_LANDED = (
     "The earlier identical call to {tool}, whose outcome was unknown when it timed out, "
-    "finished after all and took effect, so this one was not run again (that would do it "
-    "twice). Its result is in previous_result."
+    "finished after all and took effect{ran}, so this one was not run again (that would do "
+    "it twice). Its result is in previous_result."
 )
+DUPLICATE_RAN = " (the earlier call ran {age} ago)"
+"""How long ago the earlier call of a blocked repeat ran (`ran_ago`)."""
+
+
+def ran_ago(seconds: float | None) -> str:
+    """`DUPLICATE_RAN` for the ``{ran}`` of the ``duplicate_call`` messages, when the
+    ledger knows the earlier call's age and it is a second old or more (a twin in the
+    same message, or a call just made, says nothing), else ``""``."""
+    return "" if seconds is None or seconds < 1 else DUPLICATE_RAN.format(age=age_text(seconds))
+
+
 DEDUP_REUSED = (
     "This repeats an earlier identical call to {tool} ({n} time(s) before): the tool was not "
     "run again, this is the earlier result{age}."

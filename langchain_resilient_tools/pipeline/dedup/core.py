@@ -288,6 +288,7 @@ class Visit:
             repeats=entry.repeats,
             looping=self._looping(entry),
             reason=block_reason(entry),
+            age=self.verdict.age,
         )
 
     def _looping(self, entry: Entry) -> bool:
