@@ -17,7 +17,7 @@ from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 
 from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
-from langchain_resilient_tools.state.graph import append_records
+from langchain_resilient_tools.state.graph import ERRORS_MAX_RECORDS, append_records
 from langchain_resilient_tools.testing import ScriptedChatModel, invalid_call, tool_call
 from tests.tools import failing_tool, ok_tool
 
@@ -207,6 +207,76 @@ def test_a_dataclass_state_keeps_the_records(mode: str) -> None:
 
     state = _invoke(_graph(State), mode, _turn(0))
     assert [r["error"] for r in state["tool_errors"]] == ["tool_error"]
+
+
+def _long_turn(i: int) -> dict[str, Any]:
+    call = tool_call("get_x", {"query": f"q{i}"}, id=f"c{i}")
+    return {"messages": [AIMessage("", tool_calls=[call])]}
+
+
+def test_tool_errors_stay_bounded_over_a_long_thread() -> None:
+    """500 turns with one failing call each would keep 500 records (trimming the messages
+    does not trim them): the reducer keeps the newest `ERRORS_MAX_RECORDS`, and the first
+    one kept counts those dropped. A real graph loops model -> tools, one failing call a
+    turn, in one run."""
+    turns = ERRORS_MAX_RECORDS + 30
+
+    def asked(state: dict[str, Any]) -> int:
+        return sum(isinstance(m, AIMessage) for m in state["messages"])
+
+    def model(state: dict[str, Any]) -> dict[str, Any]:
+        return _long_turn(asked(state))
+
+    def again(state: dict[str, Any]) -> str:
+        return "model" if asked(state) < turns else END
+
+    graph = StateGraph(ResilientToolsState)
+    graph.add_node("model", model)
+    graph.add_node("tools", ResilientToolNode([failing_tool("get_x", ValueError("no"))]))
+    graph.add_edge(START, "model")
+    graph.add_edge("model", "tools")
+    graph.add_conditional_edges("tools", again, ["model", END])
+    state = graph.compile().invoke({"messages": []}, {"recursion_limit": 3 * turns})
+    records = state["tool_errors"]
+    assert [r["tool_call_id"] for r in records] == [f"c{i}" for i in range(30, turns)]
+    assert records[0]["dropped_before"] == 30
+    assert all("dropped_before" not in r for r in records[1:])
+    assert len([m for m in state["messages"] if isinstance(m, ToolMessage)]) == turns
+
+
+@pytest.mark.parametrize("adapter", ["node", "middleware"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_every_adapter_keeps_the_newest_records(
+    adapter: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node and the middleware's agent state share the reducer (a wrapped tool keeps
+    no records: it is no graph node); the count of dropped records adds up over cuts."""
+    from tests.conftest import Harness
+
+    monkeypatch.setattr("langchain_resilient_tools.state.graph.ERRORS_MAX_RECORDS", 3)
+    harness = Harness(adapter, mode)
+    try:
+        turns = [[tool_call("get_x", {"query": f"q{i}"}, id=f"c{i}")] for i in range(6)]
+        results = harness.run_turns([failing_tool("get_x", ValueError("no"))], turns)
+    finally:
+        harness.close()
+    records = results[-1].tool_errors
+    assert [r["tool_call_id"] for r in records] == ["c3", "c4", "c5"]
+    assert [r.get("dropped_before") for r in records] == [3, None, None]
+    assert results[3].tool_errors[0]["dropped_before"] == 1  # first cut: one dropped
+
+
+def test_the_dropped_count_adds_up_and_no_kept_record_is_changed() -> None:
+    """Many records in one update; a record already kept (in a checkpoint) is copied,
+    never changed in place."""
+    first = [{"tool_call_id": f"a{i}"} for i in range(ERRORS_MAX_RECORDS)]
+    kept = append_records(first, [{"tool_call_id": "b0"}, {"tool_call_id": "b1"}])
+    assert kept[0] == {"tool_call_id": "a2", "dropped_before": 2}
+    assert first[2] == {"tool_call_id": "a2"}
+    many = [{"tool_call_id": f"c{i}"} for i in range(ERRORS_MAX_RECORDS + 5)]
+    again = append_records(kept, many)
+    assert again[0] == {"tool_call_id": "c5", "dropped_before": 2 + ERRORS_MAX_RECORDS + 5}
+    assert len(again) == ERRORS_MAX_RECORDS
 
 
 DOC = (Path(__file__).parent.parent / "docs" / "state-records.md").read_text()

@@ -11,15 +11,36 @@ ERRORS_KEY = "tool_errors"
 """State key that adapters append error records to, when the graph state has it."""
 
 
+ERRORS_MAX_RECORDS = 100
+"""Error records kept in ``tool_errors``: the newest, so that a long thread's state stays
+bounded (500 turns with one failing call each would otherwise keep 500 records, and
+trimming the messages does not trim them). When older records are dropped, the first
+record kept says how many under `DROPPED_KEY`."""
+
+DROPPED_KEY = "dropped_before"
+"""Key of the first kept ``tool_errors`` record: how many earlier records were dropped
+(the thread's whole count, over every time the list was cut)."""
+
+
 def append_records(
     left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | dict[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """Reducer for ``tool_errors``: appends, never replaces."""
+    """Reducer for ``tool_errors``: appends, never replaces, and keeps the newest
+    `ERRORS_MAX_RECORDS` records; the first one kept then counts the dropped ones
+    (`DROPPED_KEY`), a copy: a record already in a checkpoint is never changed."""
     if right is None:
         return list(left or [])
     if isinstance(right, dict):
         right = [right]
-    return [*(left or []), *right]
+    records = [*(left or []), *right]
+    cut = len(records) - ERRORS_MAX_RECORDS
+    if cut <= 0:
+        return records
+    before = records[0].get(DROPPED_KEY) if isinstance(records[0], dict) else None
+    kept = records[cut:]
+    if isinstance(kept[0], dict):
+        kept[0] = {**kept[0], DROPPED_KEY: (before if isinstance(before, int) else 0) + cut}
+    return kept
 
 
 NO_ERRORS_KEY_WARNING = (
