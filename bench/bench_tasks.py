@@ -226,7 +226,11 @@ def markdown(data: dict[str, Any]) -> str:
         " tool calls per task · episodes ended by an exception."
     )
     crash = data.get("crash")
-    if crash:
+    if crash and "error" in crash:
+        parts.append(
+            f"**A process killed after a write**: the run failed ({crash['error'][-200:]})."
+        )
+    elif crash:
         lines = [
             "| arm | tasks | killed | pass rate | extra writes | missing writes | unanswered | raised |",
             "|---|---|---|---|---|---|---|---|",
@@ -350,15 +354,21 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
     if args.crash and telecom_domain is not None:
         from .tasks import crash
 
+        _util.save_json(result, args.out)  # the episodes are kept if the crash run fails
         start = time.perf_counter()
-        kills = crash.run(telecom_domain, seed=args.seed)
-        result["crash"] = {
-            "agent": "careful",
-            "wall_s": round(time.perf_counter() - start, 1),
-            "summary": crash.summary(kills),
-            "kills": kills,
-        }
-        print(_util.format_table(list(kills[0]), [list(k.values()) for k in kills]))
+        try:
+            kills = crash.run(telecom_domain, seed=args.seed)
+        except RuntimeError as exc:  # a worker that could not run: said, not hidden
+            print(f"crash run failed: {exc}", file=sys.stderr)
+            result["crash"] = {"error": str(exc)[-1000:]}
+        else:
+            result["crash"] = {
+                "agent": "careful",
+                "wall_s": round(time.perf_counter() - start, 1),
+                "summary": crash.summary(kills),
+                "kills": kills,
+            }
+            print(_util.format_table(list(kills[0]), [list(k.values()) for k in kills]))
     if not quick:
         _keep_previous(result, args.out)
     path = _util.save_json(result, args.out)
