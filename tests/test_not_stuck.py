@@ -388,3 +388,19 @@ def test_what_says_a_request_was_not_carried_out(exc: BaseException, expected: b
     from langchain_resilient_tools.core.hints import not_carried_out
 
     assert not_carried_out(exc) is expected
+
+
+def test_the_check_after_an_unknown_outcome_reads_the_truth(harness: Harness) -> None:
+    """The reply was lost after the write took effect: the check the model runs must not
+    be answered from a read made before the write."""
+    orders = Orders()
+    orders.plan = [("after", ConnectionResetError(104, "Connection reset by peer"))]
+    read = {"order_id": "W1"}
+    turns = [
+        [tool_call("get_order_details", read, id="u1")],
+        [tool_call("cancel_pending_order", CANCEL, id="u2")],
+        [tool_call("get_order_details", read, id="u3")],
+    ]
+    results = harness.run_turns(orders.tools(), turns, thread_id=f"truth-{harness.mode}")
+    assert _body(results[1]["u2"])["error"] == "unknown_outcome"
+    assert json.loads(results[2]["u3"].content)["status"] == "cancelled"

@@ -2,8 +2,10 @@
 
 A write that took effect in a thread may have changed whatever the thread's reads
 returned before it, and nothing says what it changed (an order's status, a line's
-roaming, a balance). So every successful write bumps its thread's epoch (`wrote`, by
-the pipeline's driver), and the keys under which dedup and the result cache reuse a read
+roaming, a balance). So every write that ran (it succeeded, or failed in a way that it
+may have taken effect: an unknown outcome's check must read the truth) bumps its
+thread's epoch (`wrote`, by the pipeline's driver; again when an attempt that timed out
+ends on its thread), and the keys under which dedup and the result cache reuse a read
 (`core.key.call_key`, `core.key.result_key`) include the epoch (`epoch`): a read made
 before the write is not reused after it, it runs again; repeated reads between two
 writes are still reused. Writes' keys do not include it: a repeat of a write that

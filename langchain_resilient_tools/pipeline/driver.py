@@ -99,11 +99,6 @@ _REFUSED_BY = {
 """Who answered a failed call that never reached the tool, by its error value."""
 
 
-_TOOK_EFFECT = frozenset({"tool", "verify"})
-"""Who answered a write that succeeded when it took effect now (not a receipt, a dedup
-answer or a fallback): the tool, or a lookup that found it done."""
-
-
 def _refused_by(error: ToolErrorType | None) -> str:
     """The ``served_by`` of a failed call that never reached the tool."""
     return _REFUSED_BY.get(error.value, "pipeline") if error is not None else "pipeline"
@@ -383,14 +378,18 @@ class Pipeline:
         if failure is None:
             record.outcome = "success"
             known = True
-            if call.thread_id and not call.idempotent and record.served_by in _TOOK_EFFECT:
-                wrote(call.thread_id)  # the thread's earlier reads are stale now
         else:
             record.outcome = "error"
             record.error = failure.error
             if record.served_by == "tool" and record.attempts == 0:
                 record.served_by = _refused_by(record.error)  # the tool never ran
             known = call.tool is not None
+        if (
+            call.thread_id
+            and not call.idempotent
+            and (record.attempts or record.served_by == "verify")
+        ):
+            wrote(call.thread_id)  # it ran, and may have taken effect: earlier reads are stale
         event = outcome.event = self.observer.observe(record, known_tool=known, span=call.span)
         call.span = None
         if self._on_outcome is not None:

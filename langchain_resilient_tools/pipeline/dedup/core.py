@@ -22,12 +22,13 @@ from langgraph.types import Command
 
 from ...core.call import Call
 from ...core.errors import AttemptTimeout, DuplicateCall, OutcomeStillUnknown, ToolErrorType
+from ...core.freshness import wrote
 from ...core.idempotency import key_for_call
 from ...core.key import call_key
 from ...core.policy import DedupMode
 from ...text import messages as m
 from ...text.classify import classify
-from ...text.envelope import _content_of, is_message_list
+from ...text.envelope import content_of, is_message_list
 from ...text.redact import redact
 from ...text.truncate import text_of
 from .graph_state import has_ledger
@@ -56,7 +57,7 @@ def landed_content(job: Any) -> Any:
         return _NOT_LANDED
     if isinstance(value, ToolMessage):
         return _NOT_LANDED if value.status == "error" else value.content
-    return _content_of(value)
+    return content_of(value)
 
 
 def settle_late(entry: Entry, end: End, lock: Any, then: Any = None) -> None:
@@ -309,7 +310,7 @@ class Visit:
         if fresh and isinstance(value, Command):
             return _DONE  # kept, but not replayed: a Command answers its own call id only
         if fresh and not (isinstance(value, ToolMessage) and value.status == "error"):
-            content = value.content if isinstance(value, ToolMessage) else _content_of(value)
+            content = value.content if isinstance(value, ToolMessage) else content_of(value)
             return End("ok", content)  # the ledger answers the twins
         if not isinstance(value, Command) and not is_message_list(value):
             # Nothing to keep: the twins take this same answer, with the notices the
@@ -327,7 +328,12 @@ class Visit:
             return _FAILED
         if classify(exc, self.call).error is ToolErrorType.UNKNOWN_OUTCOME:
             late = exc.late if isinstance(exc, AttemptTimeout) else None
-            return _UNKNOWN if late is None else End("unknown_outcome", late=late)
+            if late is None:
+                return _UNKNOWN
+            thread = self.call.thread_id
+            if thread:  # when it lands, the reads made meanwhile are stale too
+                late.add_done_callback(lambda _: wrote(thread))
+            return End("unknown_outcome", late=late)
         self.share = Share(exc=exc)
         return _FAILED
 

@@ -174,8 +174,8 @@ class SharedLedger:
                         backend.put(NS_DEDUP, lkey, found.persisted(call.name), ttl=ttl)
 
                 self.local.watch(lkey, entry, end, landed)
-            if entry.status in ("ok", "done") and not call.idempotent and call.thread_id:
-                wrote = {"at": self.backend.clock()}  # the thread's reads before it: stale
+            if entry.status != "failed" and not call.idempotent and call.thread_id:
+                wrote = {"at": self.backend.clock()}  # it may have taken effect: reads stale
                 self.backend.put(NS_DEDUP, _wrote_key(call), wrote, ttl=self.ttl)
         except BackendError as exc:  # a write stays "pending" there until its TTL
             log.warning("state store failed (dedup update of %s): %s", call.name, exc)
