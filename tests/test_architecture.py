@@ -183,3 +183,22 @@ def test_every_exception_lives_in_core_errors() -> None:
             ):
                 elsewhere.append(f"{name}.{attr}")
     assert not elsewhere, "exceptions outside core.errors: " + ", ".join(elsewhere)
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """A name with a leading underscore stays in its module: what another module needs is
+    public in its home (``from .envelope import content_of``, never ``_content_of``). A
+    module imported under a private alias (``from . import otel as _otel``) is fine."""
+    crossing = []
+    for name, path in sorted(MODULES.items()):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if not node.level and not (node.module or "").startswith(PKG):
+                continue  # another package's private name is that package's business
+            crossing += [
+                f"{name}:{node.lineno} imports {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_")
+            ]
+    assert not crossing, "private names imported across modules:\n" + "\n".join(crossing)

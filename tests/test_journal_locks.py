@@ -152,12 +152,12 @@ def test_a_lock_that_outlasts_the_deadline_leaves_the_outcome_unknown(
 
 
 def test_a_lock_wait_is_told_apart_from_other_store_failures() -> None:
-    from langchain_resilient_tools.state.backend import _guard, is_lock_wait
+    from langchain_resilient_tools.state.backend import guard_store, is_lock_wait
 
     assert is_lock_wait(sqlite3.OperationalError("database is locked"))
     assert is_lock_wait(sqlite3.OperationalError("database table is locked"))
     assert not is_lock_wait(sqlite3.OperationalError("no such table: x"))
     assert not is_lock_wait(ConnectionError("reset"))
-    with pytest.raises(BackendError) as caught, _guard():
+    with pytest.raises(BackendError) as caught, guard_store():
         raise sqlite3.OperationalError("database is locked")
     assert caught.value.lock_wait

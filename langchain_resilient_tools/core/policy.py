@@ -82,12 +82,14 @@ WRITE_PREFIXES: tuple[str, ...] = (
 """Tool-name prefixes inferred non-idempotent. Names matching neither list are treated
 as non-idempotent too: a tool is retried only when it is known to be safe."""
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+"""Where a camelCase tool name starts a new word (``createFile``: before ``F``)."""
 
 
 def infer_idempotent(tool_name: str) -> bool:
     """Whether `tool_name` reads as a read-only tool, from `READ_PREFIXES`/`WRITE_PREFIXES`."""
-    words = _CAMEL.sub("_", tool_name).lower().replace("-", "_").replace(".", "_").split("_")
+    spaced = CAMEL_BOUNDARY.sub("_", tool_name).lower()
+    words = spaced.replace("-", "_").replace(".", "_").split("_")
     words = [w for w in words if w]
     for n in (2, 1):  # a two-word prefix ("look_up") wins over its first word
         head = "_".join(words[:n])

@@ -129,7 +129,9 @@ class MemoryBackend:
 
 
 @contextmanager
-def _guard() -> Iterator[None]:
+def guard_store() -> Iterator[None]:
+    """Turn any failure of a store's client into a `BackendError` (``lock_wait`` set when
+    the store was waiting on a lock); a `BackendError` passes as it is."""
     try:
         yield
     except BackendError:
@@ -166,20 +168,20 @@ class StoreBackend:
         self.store.put((NAMESPACE, ns), key, data, index=False, **self._store_ttl(ttl))
 
     def get(self, ns: str, key: str) -> Any | None:
-        with _guard():
+        with guard_store():
             return self._get(ns, key)
 
     def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
-        with _guard():
+        with guard_store():
             self._put(ns, key, value, ttl)
 
     def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
-        with _guard(), self._lock:
+        with guard_store(), self._lock:
             if self._get(ns, key) is not None:
                 return False
             self._put(ns, key, value, ttl)
             return True
 
     def delete(self, ns: str, key: str) -> None:
-        with _guard():
+        with guard_store():
             self.store.delete((NAMESPACE, ns), key)

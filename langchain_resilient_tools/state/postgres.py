@@ -25,7 +25,7 @@ from langgraph.store.postgres import PostgresStore  # ImportError: `as_backend` 
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg.rows import tuple_row
 
-from .backend import TABLE, _guard
+from .backend import TABLE, guard_store
 from .table import TableBackend, statements
 
 _SETUP = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -112,7 +112,7 @@ class PostgresBackend(TableBackend):
 
     def setup(self) -> None:
         """Create the table if it is missing (done on first use; safe to repeat)."""
-        with _guard(), self._lock:
+        with guard_store(), self._lock:
             if not self._made:
                 try:
                     self._run(_SETUP)

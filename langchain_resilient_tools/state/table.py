@@ -20,7 +20,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from .backend import TABLE, _guard
+from .backend import TABLE, guard_store
 
 _serde = JsonPlusSerializer()
 SWEEP_EVERY = 500
@@ -63,14 +63,14 @@ class TableBackend:
 
     def get(self, ns: str, key: str) -> Any | None:
         self._ready()
-        with _guard():
+        with guard_store():
             row = self._run(self.sql["get"], (ns, key, self.clock()))
             return None if row is None else _serde.loads_typed((row[0], bytes(row[1])))
 
     def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
         self._ready()
         now = self.clock()
-        with _guard():
+        with guard_store():
             self._run(self.sql["put"], (ns, key, *_serde.dumps_typed(value), now + ttl))
             self._puts += 1
             if self._puts % SWEEP_EVERY == 0:
@@ -79,11 +79,11 @@ class TableBackend:
     def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
         self._ready()
         now = self.clock()
-        with _guard():
+        with guard_store():
             params = (ns, key, *_serde.dumps_typed(value), now + ttl, now)
             return self._run(self.sql["claim"], params) is not None
 
     def delete(self, ns: str, key: str) -> None:
         self._ready()
-        with _guard():
+        with guard_store():
             self._run(self.sql["delete"], (ns, key))

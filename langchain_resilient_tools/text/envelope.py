@@ -129,7 +129,9 @@ def take_error_record(message: Any) -> dict[str, Any] | None:
     return record
 
 
-def _content_of(value: Any) -> str | list[Any]:
+def content_of(value: Any) -> str | list[Any]:
+    """A tool's result as a ToolMessage's content: a string or a list of content blocks
+    as they are, anything else as JSON (or its ``str`` when it is not JSON-able)."""
     if isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(b, dict) and "type" in b for b in value):
@@ -214,7 +216,7 @@ def success_message(value: Any, call: Call) -> ToolMessage | Command[Any] | list
         if call.record.notices or cut:
             update["content"] = _with_notices(content, call.record.notices)
         return value.model_copy(update=update)
-    raw = _content_of(value)
+    raw = content_of(value)
     content = truncate(raw, cap)
     attach = resolved.attach_record or content is not raw or not untouched(call)
     return ToolMessage(
@@ -233,7 +235,7 @@ def confirmed_by_person(message: ToolMessage, result: Any) -> ToolMessage:
     if isinstance(record, dict):
         meta[METADATA_KEY] = {**record, "served_by": "person", "outcome": "success", "error": None}
     return ToolMessage(
-        content=_with_notices(_content_of(result), [m.HUMAN_DONE_NOTICE]),
+        content=_with_notices(content_of(result), [m.HUMAN_DONE_NOTICE]),
         name=message.name,
         tool_call_id=message.tool_call_id,
         response_metadata=meta,

@@ -31,7 +31,7 @@ from ...core.key import canonical
 from ...core.resume import step_digest
 from ...runtime.owner import alive
 from ...text.classify import Failure
-from ...text.envelope import _content_of
+from ...text.envelope import content_of
 from ...text.truncate import truncate
 
 NS_JOURNAL = "journal"
@@ -110,7 +110,7 @@ def receipt(
     if isinstance(value, Command):
         done["content"] = None  # a state update cannot be given again
         return done
-    content = value.content if isinstance(value, ToolMessage) else _content_of(value)
+    content = value.content if isinstance(value, ToolMessage) else content_of(value)
     done["content"] = truncate(content, min(cap or RECEIPT_CHARS, RECEIPT_CHARS))
     return done
 
