@@ -6,7 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from langchain_resilient_tools import RetryPolicy, ToolPolicy
-from langchain_resilient_tools.core.policy import PolicyResolver, infer_idempotent
+from langchain_resilient_tools.core.ignored import name_says
+from langchain_resilient_tools.core.policy import PolicyResolver, infer_idempotent, name_words
 
 
 @pytest.mark.parametrize(
@@ -27,6 +28,29 @@ from langchain_resilient_tools.core.policy import PolicyResolver, infer_idempote
 )
 def test_idempotency_inferred_from_name(name: str, expected: bool) -> None:
     assert infer_idempotent(name) is expected
+
+
+@pytest.mark.parametrize(
+    ("name", "words", "says"),
+    [
+        ("create.file", ["create", "file"], "write"),
+        ("createFile", ["create", "file"], "write"),
+        ("create-file", ["create", "file"], "write"),
+        ("CreateFile", ["create", "file"], "write"),
+        ("create file", ["create", "file"], "write"),
+        ("get_user", ["get", "user"], "read"),
+        ("getUser", ["get", "user"], "read"),
+        ("get.user", ["get", "user"], "read"),
+        ("look_up-user", ["look", "up", "user"], "read"),
+        ("__prices__", ["prices"], ""),
+    ],
+)
+def test_every_tool_name_rule_reads_the_same_words(name: str, words: list[str], says: str) -> None:
+    """One split for every rule (`name_words`): idempotency inferred from the name and what
+    the name says when an option is ignored (`create.file` once said nothing there)."""
+    assert name_words(name) == words
+    assert infer_idempotent(name) is (says == "read")
+    assert name_says(name) == says
 
 
 @pytest.mark.parametrize(

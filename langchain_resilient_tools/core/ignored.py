@@ -34,13 +34,13 @@ from typing import Any, Literal
 
 from .errors import IgnoredOptionWarning
 from .policy import (
-    CAMEL_BOUNDARY,
     READ_PREFIXES,
     WRITE_PREFIXES,
     PolicyResolver,
     ResolvedPolicy,
     ToolPolicy,
     infer_idempotent,
+    name_words,
 )
 
 RETRY_IGNORED = (
@@ -84,7 +84,7 @@ def name_says(name: str) -> Literal["read", "write", ""]:
     ``""`` when they say nothing (such a tool counts as a write)."""
     if infer_idempotent(name):
         return "read"
-    words = [w for w in CAMEL_BOUNDARY.sub("_", name).lower().replace("-", "_").split("_") if w]
+    words = name_words(name)
     heads = {"_".join(words[:n]) for n in (1, 2)}
     return "write" if heads & set(WRITE_PREFIXES) else ""
 

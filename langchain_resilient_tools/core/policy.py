@@ -59,7 +59,7 @@ __all__ = [  # the names other modules import from here
     "PolicyResolver", "ResolvedPolicy", "ResultChecks", "RetryBudget", "RetryOn",
     "RetryPolicy", "Shared", "Timeouts", "ToolPolicy", "UnknownOutcome",
     "UnknownOutcomeAction", "Verifier", "VerifyInfo", "check_policy_names",
-    "infer_idempotent", "overlay", "pattern_specificity",
+    "infer_idempotent", "name_words", "overlay", "pattern_specificity",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -82,15 +82,20 @@ WRITE_PREFIXES: tuple[str, ...] = (
 """Tool-name prefixes inferred non-idempotent. Names matching neither list are treated
 as non-idempotent too: a tool is retried only when it is known to be safe."""
 
-CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-"""Where a camelCase tool name starts a new word (``createFile``: before ``F``)."""
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SEPARATORS = re.compile(r"[_\-.\s]+")
+
+
+def name_words(name: str) -> list[str]:
+    """The words of tool `name`, lowercased, as every tool-name rule reads them: split on
+    ``_``, ``-``, ``.``, spaces and camelCase boundaries (``createFile``, ``create.file``,
+    ``create-file`` and ``CreateFile`` are all ``["create", "file"]``)."""
+    return [w for w in _SEPARATORS.split(_CAMEL.sub("_", name).lower()) if w]
 
 
 def infer_idempotent(tool_name: str) -> bool:
     """Whether `tool_name` reads as a read-only tool, from `READ_PREFIXES`/`WRITE_PREFIXES`."""
-    spaced = CAMEL_BOUNDARY.sub("_", tool_name).lower()
-    words = spaced.replace("-", "_").replace(".", "_").split("_")
-    words = [w for w in words if w]
+    words = name_words(tool_name)
     for n in (2, 1):  # a two-word prefix ("look_up") wins over its first word
         head = "_".join(words[:n])
         if head in WRITE_PREFIXES:
