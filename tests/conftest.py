@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -271,6 +272,28 @@ def postgres_server() -> Iterator[str]:
         yield cluster.url
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_url(postgres_server: str) -> str:
+    """The session's PostgreSQL URL, with LangGraph's tables (its checkpointer's and its
+    store's) set up once, and the ``executions`` table `tests._pg_workers` counts in.
+    What a test puts in the database is its own business (the server is shared by the
+    whole session)."""
+    import psycopg
+
+    from tests.chaos.worker import setup_postgres
+
+    setup_postgres(postgres_server)
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS executions (tool text NOT NULL)")
+    return postgres_server
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[str]:
+    """A path for a SQLite checkpoints file, in the test's own folder."""
+    yield str(tmp_path / "checkpoints.db")
 
 
 @pytest.fixture(autouse=True)

@@ -29,14 +29,6 @@ from tests import _pg_workers
 pytestmark = pytest.mark.slow  # PostgreSQL and worker processes: CI runs it on one Python
 
 
-@pytest.fixture(scope="module")
-def pg_url(postgres_server: str) -> str:
-    with psycopg.connect(postgres_server, autocommit=True) as conn:
-        PostgresStore(conn).setup()
-        conn.execute("CREATE TABLE IF NOT EXISTS executions (tool text NOT NULL)")
-    return postgres_server
-
-
 @pytest.fixture
 def db(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(pg_url, autocommit=True) as conn:

@@ -34,7 +34,7 @@ import pytest
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from tests.chaos import harness, worker
 from tests.chaos.harness import Chaos, Kill, Outcome
-from tests.chaos.worker import BASELINES, CONFIGS, POINTS, setup_postgres
+from tests.chaos.worker import BASELINES, CONFIGS, POINTS
 
 OURS = tuple(c for c in CONFIGS if c not in BASELINES)
 KILL_POINTS = (*POINTS, "replicas")
@@ -61,12 +61,6 @@ def _params(kills: list[Kill]) -> list[Any]:
         pytest.param(k, id=k.name, marks=() if (k.config, k.storage) == SMOKE else pytest.mark.slow)
         for k in kills
     ]
-
-
-@pytest.fixture(scope="module")
-def pg_url(postgres_server: str) -> str:
-    setup_postgres(postgres_server)
-    return postgres_server
 
 
 @pytest.fixture(scope="module")

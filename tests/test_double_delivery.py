@@ -151,14 +151,5 @@ def test_a_write_delivered_twice_at_once_goes_out_once_on_sqlite(pair: Pair, bac
     _held(pair.play(backend, ROUNDS))
 
 
-def test_a_write_delivered_twice_at_once_goes_out_once_on_postgres(
-    pair: Pair, postgres_server: str
-) -> None:
-    import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from langgraph.store.postgres import PostgresStore
-
-    with psycopg.connect(postgres_server, autocommit=True, prepare_threshold=0) as conn:
-        PostgresSaver(conn).setup()  # type: ignore[arg-type]
-        PostgresStore(conn).setup()  # type: ignore[arg-type]
-    _held(pair.play("postgres", ROUNDS, postgres_server))
+def test_a_write_delivered_twice_at_once_goes_out_once_on_postgres(pair: Pair, pg_url: str) -> None:
+    _held(pair.play("postgres", ROUNDS, pg_url))

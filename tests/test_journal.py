@@ -15,7 +15,6 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -62,11 +61,6 @@ def send_tool(box: Outbox) -> BaseTool:
         return box.send(to, idempotency_key)
 
     return StructuredTool.from_function(send_email)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[str]:
-    yield str(tmp_path / "checkpoints.db")
 
 
 @pytest.fixture

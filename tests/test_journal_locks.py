@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,6 @@ from tests.conftest import Harness
 from tests.test_journal import Outbox, Pending, _entries, saver, send_tool
 
 __all__ = ["saver"]  # the fixture, shared with tests/test_journal.py
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[str]:
-    yield str(tmp_path / "checkpoints.db")
 
 
 def _rollback_mode_file(path: str) -> sqlite3.Connection:

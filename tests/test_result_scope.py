@@ -338,19 +338,18 @@ def test_dedup_never_reaches_past_a_thread(adapter: str, mode: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def pg_url(postgres_server: str) -> str:
-    import psycopg
+def pg_users(pg_url: str) -> None:
+    """Alice and bob in the store at `pg_url` (what the tools read besides the model's
+    arguments)."""
     from langgraph.store.postgres import PostgresStore
 
-    with psycopg.connect(postgres_server, autocommit=True) as conn:
-        store = PostgresStore(conn)
-        store.setup()
+    with PostgresStore.from_conn_string(pg_url) as store:
         for user in ("alice", "bob"):
             store.put(("users",), user, {"name": user})
-    return postgres_server
 
 
 @pytest.mark.slow  # PostgreSQL: CI runs it on one Python
+@pytest.mark.usefixtures("pg_users")
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("adapter", ADAPTERS)
 @pytest.mark.parametrize("feature", list(FEATURES))
