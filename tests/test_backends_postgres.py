@@ -24,6 +24,7 @@ from langchain_resilient_tools.pipeline.breaker.shared import NS_BREAKER
 from langchain_resilient_tools.state.backend import TABLE
 from langchain_resilient_tools.state.choose import as_backend
 from langchain_resilient_tools.state.postgres import PostgresBackend
+from langchain_resilient_tools.testing import tool_call
 from tests import _pg_workers
 
 pytestmark = pytest.mark.slow  # PostgreSQL and worker processes: CI runs it on one Python
@@ -41,10 +42,6 @@ def _executions(db: psycopg.Connection[Any], tool: str) -> int:
     row = db.execute("SELECT count(*) FROM executions WHERE tool = %s", (tool,)).fetchone()
     assert row is not None
     return int(row[0])
-
-
-def _call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
-    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
 
 
 def _workers(url: str, jobs: list[list[dict[str, Any]]], *, fail: bool = False, delay: float = 0.0, together: bool = False) -> list[dict[str, Any]]:  # fmt: skip
@@ -79,17 +76,17 @@ def _error(answer: dict[str, Any]) -> str:
 
 
 def test_a_breaker_opened_by_one_worker_stops_another(pg_url: str, db: Any) -> None:
-    calls = [_call("get_quote", {"symbol": s}, f"q{s}") for s in ("A", "B")]
+    calls = [tool_call("get_quote", {"symbol": s}, id=f"q{s}") for s in ("A", "B")]
     (first,) = _workers(pg_url, [calls], fail=True)
     assert {_error(a) for a in first.values()} == {"transient_failure"}
     assert _executions(db, "get_quote") == 2  # threshold 2: the circuit is open now
-    (second,) = _workers(pg_url, [[_call("get_quote", {"symbol": "C"}, "qC")]], fail=True)
+    (second,) = _workers(pg_url, [[tool_call("get_quote", {"symbol": "C"}, id="qC")]], fail=True)
     assert _error(second["qC"]) == "circuit_open"
     assert _executions(db, "get_quote") == 2  # the other worker never called the service
 
 
 def test_a_booking_sent_to_two_workers_runs_once(pg_url: str, db: Any) -> None:
-    job = [_call("book_room", {"room": "101"}, "b1")]
+    job = [tool_call("book_room", {"room": "101"}, id="b1")]
     answers = _workers(pg_url, [job, job], delay=0.3, together=True)
     assert _executions(db, "book_room") == 1
     statuses = sorted(a["b1"]["status"] for a in answers)
@@ -108,7 +105,7 @@ def test_the_half_open_probe_is_admitted_once_across_workers(pg_url: str, db: An
     assert isinstance(backend, PostgresBackend)
     # An open circuit whose recovery time has passed: the next call is the probe.
     backend.put(NS_BREAKER, "get_quote", {"until": time.time() - 1, "gen": "g1"}, ttl=60)
-    job = [_call("get_quote", {"symbol": "X"}, "p1")]
+    job = [tool_call("get_quote", {"symbol": "X"}, id="p1")]
     answers = _workers(pg_url, [job, job, job], delay=0.5, together=True)
     assert _executions(db, "get_quote") == 1
     outcomes = sorted(a["p1"]["status"] for a in answers)
@@ -162,7 +159,7 @@ def test_an_async_graph_shares_state_through_async_postgres_store(pg_url: str, d
     from tests.tools import CALLS, ok_tool
 
     policy = ToolPolicy(breaker=BreakerPolicy(failure_threshold=3), cache=Cache(ttl_s=60))
-    ai = AIMessage("", tool_calls=[_call("get_weather", {"city": "Oslo"}, "c1")])
+    ai = AIMessage("", tool_calls=[tool_call("get_weather", {"city": "Oslo"}, id="c1")])
     thread: Any = {"configurable": {"thread_id": "t1"}}  # no thread: nothing is shared
 
     def app(store: Any) -> Any:
