@@ -232,18 +232,19 @@ def markdown(data: dict[str, Any]) -> str:
         )
     elif crash:
         lines = [
-            "| arm | tasks | killed | pass rate | extra writes | missing writes | unanswered | raised |",
-            "|---|---|---|---|---|---|---|---|",
+            "| arm | tasks | kills | killed | pass rate | extra writes | missing writes | unanswered | raised |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for c in crash["summary"]:
             lines.append(
-                f"| {c['arm']} | {c['tasks']} | {c['killed']} | **{c['pass_rate']:.0%}** |"
+                f"| {c['arm']} | {c['tasks']} | {c.get('kills', c['tasks'])} | {c['killed']} |"
+                f" **{c['pass_rate']:.0%}** |"
                 f" {c['extra_writes']} | {c['missing_writes']} | {c['unanswered']} | {c['exceptions']} |"
             )
         parts.append(
             "**A process killed after a write** (telecom, the careful agent, SIGKILL right"
-            " after the write took effect, then a fresh process resumes the thread)\n\n"
-            + "\n".join(lines)
+            " after the k-th write took effect, one kill for each write of each task, then a"
+            " fresh process resumes the thread)\n\n" + "\n".join(lines)
         )
     where = f"At commit `{meta['git_commit']}`. " if meta.get("git_commit") else ""
     if meta.get("kept_from_previous_run"):
@@ -357,7 +358,7 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
         _util.save_json(result, args.out)  # the episodes are kept if the crash run fails
         start = time.perf_counter()
         try:
-            kills = crash.run(telecom_domain, seed=args.seed)
+            kills = crash.run(telecom_domain, workers=max(1, args.workers))
         except RuntimeError as exc:  # a worker that could not run: said, not hidden
             print(f"crash run failed: {exc}", file=sys.stderr)
             result["crash"] = {"error": str(exc)[-1000:]}

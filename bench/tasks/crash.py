@@ -5,8 +5,8 @@ a worker process runs the task with the `careful` agent on durable storage: the 
 checkpoints in a `SqliteSaver` file, and for ``ours`` the write journal in a
 `SqliteStore` file (``ResilientToolNode(..., store=store)``); the environment's database
 is a JSON file written (and fsynced) after every write. The worker SIGKILLs itself right
-after the k-th write of the task went through (k drawn with the seed among the task's
-writes), before the tool returned: the effect happened, nobody heard of it. A fresh
+after the k-th write of the task went through, before the tool returned (the effect
+happened, nobody heard of it), for every k: one kill per write of each task. A fresh
 process then resumes the thread (``invoke(None, config)``, or the input again when no
 checkpoint was saved) and runs it to its end. Scored as the other episodes: the database
 against the ground truth, extra and missing writes, unanswered calls.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import sqlite3
 import subprocess
@@ -156,41 +155,53 @@ def _spawn(sc: dict[str, Any], role: str) -> dict[str, Any]:
     return report
 
 
-def run(domain: Domain, *, seed: int = 0, tasks: Sequence[str] = TASKS, arms: Sequence[str] = ARMS) -> list[dict[str, Any]]:  # fmt: skip
-    """One kill and one resume per task and arm: what each led to."""
-    rng = random.Random(seed)
+def _one(domain: Domain, task: Task, arm: str, kill: int) -> dict[str, Any]:
+    """Kill the task's run after its `kill`-th write, resume it, score it."""
+    needed = domain.shadow(task, len(task.actions)).runs
+    with tempfile.TemporaryDirectory(prefix="tasks-crash-") as tmp:
+        sc = {"task": task.id, "arm": arm, "dir": tmp, "kill": kill}
+        start = time.perf_counter()
+        first = _spawn(sc, "first")
+        resume = _spawn(sc, "resume")
+        data = json.loads((Path(tmp) / "env.json").read_text())
+    runs = data["runs"]
+    expected = domain.shadow(task, len(task.actions)).db
+    return {
+        "task": task.id,
+        "arm": arm,
+        "kill_after_write": kill,
+        "killed": bool(first.get("killed")),
+        "passed": data["db"] == expected and "exception" not in resume,
+        "extra_writes": sum(max(0, runs.get(w, 0) - needed.get(w, 0)) for w in domain.writes),
+        "missing_writes": sum(max(0, needed.get(w, 0) - runs.get(w, 0)) for w in domain.writes),
+        "unanswered": resume.get("unanswered"),
+        "tool_calls": resume.get("tool_calls"),
+        "resent_input": resume.get("resent_input"),
+        "exception": resume.get("exception"),
+        "wall_s": round(time.perf_counter() - start, 2),
+    }
+
+
+def run(
+    domain: Domain,
+    *,
+    tasks: Sequence[str] = TASKS,
+    arms: Sequence[str] = ARMS,
+    workers: int = 4,
+) -> list[dict[str, Any]]:
+    """One kill after each write of each task (the 1st, the 2nd, ...), per arm, then a
+    resume: what each led to. `workers` kills run side by side (each in processes of its
+    own)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     by_id = {t.id: t for t in domain.tasks}
-    rows = []
+    jobs = []
     for tid in tasks:
         task = by_id[tid]
-        needed = domain.shadow(task, len(task.actions)).runs
-        kill = rng.randint(1, max(1, sum(needed.values())))
-        for arm in arms:
-            with tempfile.TemporaryDirectory(prefix="tasks-crash-") as tmp:
-                sc = {"task": tid, "arm": arm, "dir": tmp, "kill": kill}
-                start = time.perf_counter()
-                first = _spawn(sc, "first")
-                resume = _spawn(sc, "resume")
-                data = json.loads((Path(tmp) / "env.json").read_text())
-            runs = data["runs"]
-            expected = domain.shadow(task, len(task.actions)).db
-            rows.append(
-                {
-                    "task": tid,
-                    "arm": arm,
-                    "kill_after_write": kill,
-                    "killed": bool(first.get("killed")),
-                    "passed": data["db"] == expected and "exception" not in resume,
-                    "extra_writes": sum(max(0, runs.get(w, 0) - needed.get(w, 0)) for w in domain.writes),
-                    "missing_writes": sum(max(0, needed.get(w, 0) - runs.get(w, 0)) for w in domain.writes),
-                    "unanswered": resume.get("unanswered"),
-                    "tool_calls": resume.get("tool_calls"),
-                    "resent_input": resume.get("resent_input"),
-                    "exception": resume.get("exception"),
-                    "wall_s": round(time.perf_counter() - start, 2),
-                }
-            )  # fmt: skip
-    return rows
+        writes = sum(domain.shadow(task, len(task.actions)).runs.values())
+        jobs += [(task, arm, k) for k in range(1, max(1, writes) + 1) for arm in arms]
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        return list(pool.map(lambda job: _one(domain, *job), jobs))
 
 
 def summary(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -200,7 +211,8 @@ def summary(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(
             {
                 "arm": arm,
-                "tasks": len(mine),
+                "kills": len(mine),
+                "tasks": len({r["task"] for r in mine}),
                 "killed": sum(r["killed"] for r in mine),
                 "pass_rate": round(sum(r["passed"] for r in mine) / len(mine), 3),
                 "extra_writes": sum(r["extra_writes"] for r in mine),
