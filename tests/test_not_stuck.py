@@ -263,8 +263,9 @@ def test_a_write_sent_again_while_its_timed_out_attempt_still_runs_waits_for_it(
 ) -> None:
     """A sync write that timed out runs on in its thread and may yet take effect: the
     model told ``unknown_outcome`` checks too early (nothing yet) and sends it again. The
-    re-send waits for the first attempt; it took effect, so the re-send is blocked with
-    its result, and the write happened once."""
+    re-send waits for the first attempt; it took effect, so the re-send is answered with
+    its result (not run again), and a repeat after that is blocked: the write happened
+    once."""
     if harness.adapter == "middleware" and harness.mode == "async":
         pytest.skip(
             "create_agent runs a sync tool's async call on asyncio's executor, which gives "
@@ -284,6 +285,7 @@ def test_a_write_sent_again_while_its_timed_out_attempt_still_runs_waits_for_it(
     turns = [
         [tool_call("cancel_pending_order", CANCEL, id="s1")],
         [tool_call("cancel_pending_order", CANCEL, id="s2")],
+        [tool_call("cancel_pending_order", CANCEL, id="s3")],
     ]
 
     def before_turn(i: int) -> None:
@@ -298,10 +300,14 @@ def test_a_write_sent_again_while_its_timed_out_attempt_still_runs_waits_for_it(
         before_turn=before_turn,
     )
     assert _body(results[0]["s1"])["error"] == "unknown_outcome"
-    again = _body(results[1]["s2"])
-    assert again["error"] == "duplicate_call"
-    assert "finished after all" in again["message"]
-    assert again["previous_result"] == "order W1 cancelled"
+    again = results[1]["s2"]
+    assert again.status == "success"  # the write the model meant was done, once
+    assert "finished after all" in str(again.content)
+    assert "order W1 cancelled" in str(again.content)
+    assert again.response_metadata["resilience"]["served_by"] == "dedup"
+    assert effects == ["W1"]
+    third = _body(results[2]["s3"])  # a repeat after that is a repeat of a done write
+    assert third["error"] == "duplicate_call" and "finished after all" in third["message"]
     assert effects == ["W1"]
 
 
@@ -404,3 +410,65 @@ def test_the_check_after_an_unknown_outcome_reads_the_truth(harness: Harness) ->
     results = harness.run_turns(orders.tools(), turns, thread_id=f"truth-{harness.mode}")
     assert _body(results[1]["u2"])["error"] == "unknown_outcome"
     assert json.loads(results[2]["u3"].content)["status"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("write", "args", "reads", "expected"),
+    [
+        (
+            "cancel_pending_order",
+            CANCEL,
+            ["get_order_details", "get_user_details"],
+            "get_order_details",
+        ),
+        (
+            "log_verification",
+            {"user_id": "u"},
+            ["get_all_user_accounts_by_user_id_3847", "get_verification_history"],
+            "get_verification_history",
+        ),
+        (
+            "submit_cash_back_dispute_0589",
+            {"user_id": "u", "transaction_id": "t"},
+            ["get_all_user_accounts_by_user_id_3847", "get_cash_back_disputes"],
+            "get_cash_back_disputes",
+        ),
+        (
+            "open_bank_account_4821",
+            {"user_id": "u"},
+            ["get_all_user_accounts_by_user_id_3847", "get_bank_account_details"],
+            "get_bank_account_details",
+        ),
+        # the same ids, but about something else: it cannot show the write
+        ("enable_roaming", {"customer_id": "c", "line_id": "l"}, ["get_data_usage"], None),
+    ],
+)
+def test_the_check_is_a_read_about_what_the_write_changes(
+    write: str, args: dict[str, Any], reads: list[str], expected: str | None
+) -> None:
+    from langchain_resilient_tools.pipeline.lookups import Read, nouns, pick
+
+    found = pick(
+        tuple(Read(r, frozenset(args), frozenset(args), nouns(r)) for r in reads),
+        args,
+        nouns(write),
+    )
+    assert (found or {}).get("tool") == expected
+
+
+def test_a_declared_check_is_the_one_named(harness: Harness, testing: None) -> None:
+    """`UnknownOutcome(check=...)` names the read the user knows shows the write, with the
+    write's values for its parameters (a wrapped tool, which knows no sibling, names it
+    without arguments)."""
+    orders = Orders()
+    orders.plan = [("after", ConnectionResetError(104, "Connection reset by peer"))]
+    policy = ToolPolicy(unknown_outcome=UnknownOutcome(check="get_order_details"))
+    result = harness.run(
+        orders.tools(),
+        [tool_call("cancel_pending_order", CANCEL, id="d1")],
+        policies={"cancel_pending_order": policy},
+        config={"configurable": {"thread_id": f"declared-{harness.mode}"}},
+    )
+    check = _body(result["d1"])["check"]
+    assert check["tool"] == "get_order_details"
+    assert check["args"] == ({} if harness.adapter == "tool" else {"order_id": "W1"})

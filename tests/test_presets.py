@@ -35,7 +35,8 @@ def test_what_each_preset_sets() -> None:
     assert read.cache.stale_s == 3600
     write = ToolPolicy.critical_write()
     assert write.idempotent is False and write.journal.enabled and write.dedup.mode == "block"
-    assert write.retry.max_attempts == 1 and write.unknown_outcome.action == "interrupt"
+    assert write.unknown_outcome.action == "interrupt"
+    assert write.retry.max_attempts == 3 and write.retry.retry_refused_writes  # refused only
     verified = ToolPolicy.critical_write(verify=_lookup)
     assert verified.unknown_outcome == UnknownOutcome(verify=_lookup)
     mcp = ToolPolicy.mcp()

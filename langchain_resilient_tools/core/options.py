@@ -183,6 +183,12 @@ class UnknownOutcome(Options):
     run more than twice: once, and once more after a lookup that found nothing."""
     verify_timeout: float = Field(default=5.0, gt=0)
     """Seconds the `verify` lookup may take."""
+    check: str | None = None
+    """The read tool that shows whether this write took effect, named in the
+    ``unknown_outcome`` envelope (``"check"``) with the write's values for the
+    parameters it takes, so the model checks before it sends the write again. `None`:
+    the node or middleware finds one among its tools, by parameters and name
+    (`pipeline.lookups`), or names none."""
     action: UnknownOutcomeAction = "answer"
     """For a write whose outcome stays unknown (after `verify`, if any): ``"answer"``
     tells the model (``unknown_outcome``); ``"interrupt"`` asks a person first, with a

@@ -257,14 +257,14 @@ class ToolPolicy(Options):
     @classmethod
     def critical_write(cls, *, verify: Verifier | None = None, **overrides: Any) -> ToolPolicy:
         """A write to a payment or email API: not idempotent, journaled, a repeated call
-        blocked, never retried; a call whose outcome is unknown is looked up with
-        `verify` if given, else a person is asked (``unknown_outcome="interrupt"``: a
-        graph with a checkpointer)."""
+        blocked, retried only when its request never left or was refused (invariant 16:
+        the default `RetryPolicy`, which sends a write again for nothing else); a call
+        whose outcome is unknown is looked up with `verify` if given, else a person is
+        asked (``unknown_outcome="interrupt"``: a graph with a checkpointer)."""
         preset = cls(
             idempotent=False,
             journal=True,
             dedup="block",
-            retry=None,
             unknown_outcome=UnknownOutcome(verify=verify) if verify else "interrupt",
         )
         return overlay(preset, cls(**overrides)) if overrides else preset

@@ -234,7 +234,8 @@ class Pipeline:
         that fits (`pipeline.lookups`)."""
         failure = classify(exc, call)
         if failure.suggestion is m.UNKNOWN_OUTCOME_HINT and not call.malformed:
-            check = self.lookups.check_for(call.name, call.args)
+            declared = call.resolved.policy.unknown_outcome.check
+            check = self.lookups.check_for(call.name, call.args, declared)
             if check is not None:
                 failure = with_check(failure, call.name, check)
         return failure

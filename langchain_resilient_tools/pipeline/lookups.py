@@ -7,9 +7,14 @@ their policies treat as reads, not idempotent writes) by their parameters, and `
 whose parameters the write's own arguments fill:
 
 - every parameter the read requires is an argument of the write, by name;
-- the two share at least one parameter;
-- among several, the one sharing the most wins, then the one with fewer parameters (the
-  most specific lookup), then by name.
+- the two share at least one parameter, and at least one word of their names besides
+  the verb (`core.policy.name_words`; ``cancel_pending_order`` and ``get_order_details``
+  share "order"; plurals and numeric suffixes aside): a read that merely takes the same
+  id (``get_data_usage`` for ``enable_roaming``) may not show the write at all, and a
+  check that cannot show it would tell the model "not done" or "done" wrongly, so no
+  check is named then;
+- among several, the one sharing the most name words wins, then the most parameters,
+  then the one with fewer parameters (the most specific lookup), then by name.
 
 The check carries the write's values for the shared parameters, so the model can send
 it as it is (``"check": {"tool": "get_order_details", "args": {"order_id": "W1"}}``).
@@ -25,16 +30,33 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from ..core.policy import name_words
 from ..text import messages as m
+
+_NOT_NOUNS = frozenset(
+    {"a", "all", "an", "by", "for", "from", "id", "ids", "of", "the", "to", "with"}
+)
+
+
+def nouns(name: str) -> frozenset[str]:
+    """What tool `name` is about: its words but the first (the verb), singular, without
+    numbers and filler words (``get_cash_back_disputes`` -> cash, back, dispute)."""
+    words = name_words(name)[1:]
+    return frozenset(
+        w[:-1] if len(w) > 3 and w.endswith("s") else w
+        for w in words
+        if not w.isdigit() and w not in _NOT_NOUNS
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """A read tool as a check: its name and its parameters."""
+    """A read tool as a check: its name, what it is about and its parameters."""
 
     name: str
     params: frozenset[str]
     required: frozenset[str]
+    about: frozenset[str] = frozenset()
 
 
 def read_of(name: str, tool: BaseTool) -> Read | None:
@@ -44,18 +66,22 @@ def read_of(name: str, tool: BaseTool) -> Read | None:
     if not isinstance(props, dict) or not props:
         return None
     required = schema.get("required")
-    return Read(name, frozenset(props), frozenset(required if isinstance(required, list) else ()))
+    need = frozenset(required if isinstance(required, list) else ())
+    return Read(name, frozenset(props), need, nouns(name))
 
 
-def pick(reads: tuple[Read, ...], args: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The check for a write sent with `args` (see the module's docstring), or `None`."""
-    best: tuple[int, int, str] | None = None
+def pick(
+    reads: tuple[Read, ...], args: Mapping[str, Any], about: frozenset[str]
+) -> dict[str, Any] | None:
+    """The check for a write about `about` (`nouns`) sent with `args` (see the module's
+    docstring), or `None`."""
+    best: tuple[int, int, int, str] | None = None
     chosen: Read | None = None
     for read in reads:
-        shared = read.params & args.keys()
-        if not shared or not read.required <= args.keys():
+        shared, topic = read.params & args.keys(), read.about & about
+        if not shared or not topic or not read.required <= args.keys():
             continue
-        rank = (-len(shared), len(read.params), read.name)
+        rank = (-len(topic), -len(shared), len(read.params), read.name)
         if best is None or rank < best:
             best, chosen = rank, read
     if chosen is None:
@@ -81,11 +107,20 @@ class Lookups:
         single tool has no sibling to check with: nothing to learn."""
         self._reads, self._tools = (), (tools, is_read) if len(tools) > 1 else None
 
-    def check_for(self, name: str, args: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The check for the write `name` sent with `args`, if one of the reads fits."""
+    def check_for(
+        self, name: str, args: Mapping[str, Any], declared: str | None = None
+    ) -> dict[str, Any] | None:
+        """The check for the write `name` sent with `args`: the read its policy
+        `declared` (`UnknownOutcome.check`), else one of the reads that fits."""
         if self._tools is not None:
             tools, is_read = self._tools
             found = (read_of(n, t) for n, t in tools.items() if is_read(n, t))
             self._reads, self._tools = tuple(r for r in found if r is not None), None
         reads = self._reads
-        return pick(tuple(r for r in reads if r.name != name), args) if reads else None
+        if declared is not None:
+            read = next((r for r in reads if r.name == declared), None)
+            taken = frozenset() if read is None else read.params & args.keys()
+            return {"tool": declared, "args": {k: args[k] for k in sorted(taken)}}
+        if not reads:
+            return None
+        return pick(tuple(r for r in reads if r.name != name), args, nouns(name))

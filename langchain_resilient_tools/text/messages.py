@@ -202,6 +202,10 @@ DUPLICATE_UNKNOWN = (
     "An identical call to {tool} was made before and may or may not have taken effect, so it "
     "was not run again{ran}."
 )
+DEDUP_LANDED = (
+    "The earlier identical call to {tool}, whose outcome was unknown when it timed out, "
+    "finished after all and took effect: this is its result. It was not run again."
+)
 DUPLICATE_LANDED = (
     "The earlier identical call to {tool}, whose outcome was unknown when it timed out, "
     "finished after all and took effect{ran}, so this one was not run again (that would do "

@@ -73,6 +73,7 @@ def settle_late(entry: Entry, end: End, lock: Any, then: Any = None) -> None:
         with lock:
             if content is not _NOT_LANDED and entry.status == "unknown_outcome":
                 entry.status, entry.content, entry.landed = "ok", content, True
+                entry.told = False  # its re-send is answered with this result
         if content is not _NOT_LANDED and then is not None:
             then(entry)
         landed.set_result(None)
@@ -281,7 +282,10 @@ class Visit:
             return entry.content
         if action is Action.REUSE:
             call.record.served_by = "dedup"
-            self._notice(entry, m.DEDUP_REUSED, age=m.reused_age(self.verdict.age))
+            if entry.landed:  # a re-send of a write that took effect after all
+                call.record.notices.append(m.DEDUP_LANDED.format(tool=call.name))
+            else:
+                self._notice(entry, m.DEDUP_REUSED, age=m.reused_age(self.verdict.age))
             return entry.content
         previous = None if entry.content is None else redact(text_of(entry.content), limit=300)
         raise DuplicateCall(

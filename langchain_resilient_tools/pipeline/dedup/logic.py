@@ -77,7 +77,9 @@ class Entry:
     thread ran on: resolved when that attempt ends (in memory only). A re-send waits for
     it: if it took effect the entry became ``ok`` (`landed`), and the re-send is blocked."""
     landed: bool = False
-    """The entry is ``ok`` because an attempt that had timed out took effect after all."""
+    """The entry is ``ok`` because an attempt that had timed out took effect after all
+    (the model was told ``unknown_outcome``): the first repeat, a re-send, is answered
+    with its result (`told` is `False` until then), later ones are blocked."""
     told: bool = True
     """For an ``unknown_outcome`` entry: the model was told the outcome is unknown (the
     call's own answer, or a blocked repeat's), so a repeat it sends now is a deliberate
@@ -96,6 +98,7 @@ class Entry:
             "call_id": self.call_id,
             **({"pos": self.pos} if self.pos else {}),
             **({} if self.told else {"told": False}),
+            **({"landed": True} if self.landed else {}),
         }
 
     @classmethod
@@ -112,6 +115,7 @@ class Entry:
             call_id=str(data.get("call_id") or ""),
             pos=data.get("pos") or None,
             told=data.get("told") is not False,
+            landed=data.get("landed") is True,
         )
 
     def made_by(self, call_id: str, pos: str | None) -> bool:
@@ -186,8 +190,8 @@ def decide(
         return Action.RESEND if entry.told else Action.BLOCK
     if mode == "warn":
         return Action.WARN
-    if mode == "block":
-        return Action.BLOCK
+    if mode == "block":  # a write that took effect after all: its first repeat gets it
+        return Action.REUSE if entry.landed and not entry.told else Action.BLOCK
     # reuse
     if entry.status == "ok":
         return Action.REUSE
