@@ -26,6 +26,7 @@ Written to ``bench/results/tasks.json``; nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
@@ -257,6 +258,52 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n\n".join(parts) + f"\n\n{where}{legend}{skipped}"
 
 
+README_ARMS = {
+    "toolnode": "`ToolNode`",
+    "langchain": "`create_agent` + `ToolRetryMiddleware`",
+    "ours": "`ResilientToolNode`",
+}
+README_FAULTS = {
+    "refused": "refused before sending",
+    "reset": "reset after sending",
+    "lost_reply": "reply lost after the effect",
+    "stall": "stall past the timeout",
+    "rate_limited": "429 with `Retry-After`",
+    "repeat": "the model repeats a write",
+    "slips": "argument slips",
+    "mixed": "all at once",
+}
+
+
+def readme_table(data: dict[str, Any]) -> str:
+    """The README's table: the careful agent's pass rate per fault over every domain's
+    tasks (and the extra writes), for `ToolNode`, LangChain's retry and ours by default;
+    then the kill-and-resume run. The README holds exactly this text (a test checks)."""
+    rows = [r for r in data["rows"] if r["agent"] == "careful"]
+    lines = ["| fault | " + " | ".join(README_ARMS.values()) + " |", "|---|---|---|---|"]
+    for fault, label in README_FAULTS.items():
+        cells = []
+        for arm in README_ARMS:
+            mine = [r for r in rows if r["fault"] == fault and r["arm"] == arm]
+            n = sum(r["tasks"] for r in mine)
+            if not n:
+                cells.append("")
+                continue
+            rate = sum(r["pass_rate"] * r["tasks"] for r in mine) / n
+            extra = sum(r["extra_writes"] for r in mine)
+            cells.append(f"{rate:.0%}" + (f" (+{extra} writes)" if extra else ""))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    crash = {c["arm"]: c for c in (data.get("crash") or {}).get("summary", [])}
+    if crash:
+        cells = []
+        for arm in README_ARMS:
+            c = crash.get(arm)
+            extra = f" (+{c['extra_writes']} writes)" if c and c["extra_writes"] else ""
+            cells.append(f"{c['pass_rate']:.0%}{extra}" if c else "")
+        lines.append("| SIGKILL after a write, resumed | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _git(*args: str) -> str:
     done = subprocess.run(
         ["git", *args], capture_output=True, text=True, cwd=Path(__file__).resolve().parent
@@ -374,7 +421,20 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
         _keep_previous(result, args.out)
     path = _util.save_json(result, args.out)
     print(f"\nresults: {path}")
+    if not quick and args.out == RESULTS:
+        write_readme(result)
     return result
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+_README_TABLE = re.compile(r"(<!-- tasks: careful agent -->\n).*?(<!-- /tasks -->)", re.S)
+
+
+def write_readme(data: dict[str, Any], readme: Path = README) -> None:
+    """Put `readme_table(data)` into the README, between its ``tasks`` markers."""
+    text = readme.read_text()
+    table = readme_table(data)
+    readme.write_text(_README_TABLE.sub(lambda m: f"{m[1]}{table}\n{m[2]}", text))
 
 
 def _keep_previous(result: dict[str, Any], path: Path) -> None:

@@ -38,3 +38,15 @@ def test_every_page_the_readme_links_to_exists() -> None:
     assert any(link.startswith("docs/") for link in links)
     for link in links:
         assert (ROOT / link).is_file(), link
+
+
+def test_the_task_table_is_the_committed_results() -> None:
+    """The README's task table is `bench.bench_tasks.readme_table` of
+    ``bench/results/tasks.json`` (``python -m bench.bench_tasks`` writes both)."""
+    import json
+
+    from bench.bench_tasks import readme_table
+
+    data = json.loads((ROOT / "bench" / "results" / "tasks.json").read_text())
+    table = readme_table(data)
+    assert f"<!-- tasks: careful agent -->\n{table}\n<!-- /tasks -->" in README
