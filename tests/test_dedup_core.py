@@ -274,3 +274,27 @@ def test_a_pending_write_of_this_very_call_elsewhere_is_blocked_not_waited_for()
     assert decide("block", False, mine, "c1") is Action.WAIT
     assert decide("block", False, mine, "c1", here=False) is Action.BLOCK
     assert decide("reuse", True, mine, "c1", here=False) is Action.WAIT
+
+
+def test_a_timed_out_write_whose_attempt_already_ended_is_settled_without_deadlock() -> None:
+    """The attempt left running at the deadline may end before the ledger records the
+    unknown outcome: watching it then calls back at once, under no lock of the ledger's
+    (it hung the task benchmark)."""
+    import concurrent.futures
+    import threading
+
+    ledger = LocalLedger(clock=lambda: 100.0)
+    visit = visit_of(read=False, call_id="w1")
+    verdict = ledger.begin(visit)
+    assert visit.told(verdict) is Do.RUN
+    ended: concurrent.futures.Future[str] = concurrent.futures.Future()
+    ended.set_result("order W1 cancelled")
+    worker = threading.Thread(
+        target=ledger.end, args=(visit, End("unknown_outcome", late=ended)), daemon=True
+    )
+    worker.start()
+    worker.join(5)
+    assert not worker.is_alive(), "the ledger deadlocked on its own lock"
+    entry = verdict.entry
+    assert entry is not None and entry.status == "ok" and entry.landed
+    assert entry.late is not None and entry.late.done()

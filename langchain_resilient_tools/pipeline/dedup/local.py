@@ -101,8 +101,8 @@ class LocalLedger:
         with self._lock:
             entry.status, entry.content, entry.told = end.status, end.content, end.told
             done, entry.done = entry.done, None
-            if end.late is not None:
-                settle_late(entry, end, self._lock)
+        if end.late is not None:  # outside the lock: an attempt that ended already
+            settle_late(entry, end, self._lock)  # calls back at once, and takes it
         if done is not None:
             done.set_result(None)
         if end.keep:
