@@ -299,7 +299,7 @@ def readme_table(data: dict[str, Any]) -> str:
         for arm in README_ARMS:
             c = crash.get(arm)
             extra = f" (+{c['extra_writes']} writes)" if c and c["extra_writes"] else ""
-            cells.append(f"{c['pass_rate']:.0%}{extra}" if c else "")
+            cells.append(f"{c['pass_rate']:.0%}{extra}" if c else "not run")
         lines.append("| SIGKILL after a write, resumed | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
