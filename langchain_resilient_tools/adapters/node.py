@@ -35,7 +35,7 @@ from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
 from ..runtime.offload import bridged, offloaded
 from ..state.graph import ERRORS_KEY, DroppedRecordsWarning
-from .context import INPUT_TYPE, RERUN, TWINS
+from .context import INPUT_TYPE, RERUN
 from .layers import Layers
 from .node_io import HandleToolErrors
 from .node_step import StepNode
@@ -101,6 +101,7 @@ class ResilientToolNode(StepNode):
         self._handles_wiring = handle_tool_errors is not None  # asked for, not the default
         self._errors_key = errors_key
         self._rollbacks: dict[str, int] = {}  # per thread, when the state has no ledger
+        self._steps = {}  # the running steps, by runtime (`node_step`)
         self._errors_dropped = DroppedRecordsWarning()  # said once, when state has no key
         # A sync-only user wrapper keeps ToolNode's meaning on the async path (it is
         # called with a sync executor), so the pipeline then enters through ours too.
@@ -146,7 +147,8 @@ class ResilientToolNode(StepNode):
         self._layers.note_rerun(request, self.name or "tools")  # a node retry_policy re-ran it
         runtime = request.runtime
         config = runtime.config if runtime else None
-        call = self.pipeline.new_call(
+        step = self._steps.get(id(runtime))  # the running step (`node_step`), if any
+        call = (self.pipeline.new_call if step is None else step.call)(
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]) if isinstance(tc["args"], dict) else {},
@@ -162,9 +164,6 @@ class ResilientToolNode(StepNode):
             tool_validates=self._handle is not True,  # ToolNode's own handling decides
             rerun=RERUN.get(),  # a write a person chose to run again
         )
-        twins = TWINS.get()
-        if twins is not None:  # the step, and the first of identical calls it runs for
-            twins.place(call)
         if bad is not None:
             call.raw_args = bad.get("args")
             call.parse_error = bad.get("error") or "the arguments are not valid JSON"

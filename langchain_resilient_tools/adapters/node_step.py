@@ -24,10 +24,10 @@ from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
 from langgraph.runtime import Runtime
 
 from ..core.call import Call
-from ..pipeline import Pipeline, StepTwins
+from ..pipeline import Pipeline, Step
 from ..runtime.executor import dispatch_pool
 from ..runtime.steploop import run_step, step_loop
-from .context import INPUT_TYPE, TWINS
+from .context import INPUT_TYPE
 from .node_review import ReviewedSteps
 from .rollback import annotate, as_answered
 
@@ -36,6 +36,9 @@ class StepNode(ReviewedSteps):
     """The step drivers of `ResilientToolNode` (its base; not used alone)."""
 
     pipeline: Pipeline
+    _steps: dict[int, Step]
+    """The open step of each `ToolRuntime` of a running step, by the runtime's id: the
+    wrapper ToolNode calls for a call finds its step there (`adapters.node`)."""
 
     def _sync_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
@@ -43,14 +46,27 @@ class StepNode(ReviewedSteps):
         """The `Call` for `request`, run by the sync `execute` (see `adapters.node`)."""
         raise NotImplementedError
 
+    def _open_step(
+        self, tool_calls: list[ToolCall], runtimes: list[ToolRuntime], config: RunnableConfig
+    ) -> Step:
+        """The pipeline's step of `tool_calls`, found by the wrapper through each call's
+        runtime until `_close_step`."""
+        state = runtimes[0].state if runtimes else None
+        step = self.pipeline.open_step(tool_calls, state, config)
+        for rt in runtimes:
+            self._steps[id(rt)] = step
+        return step
+
+    def _close_step(self, runtimes: list[ToolRuntime]) -> None:
+        for rt in runtimes:
+            self._steps.pop(id(rt), None)
+
     # -- drivers -------------------------------------------------------------------
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
-        step = StepTwins.of(tool_calls)
-        twins = list(step.firsts)  # the index of each call's earlier twin, if any
-        token = TWINS.set(step)
+        twins = list(self._open_step(tool_calls, runtimes, config).order)
         try:
             if self._reviewed_step(tool_calls):  # a write may ask a person
                 outputs = self._reviewed(tool_calls, runtimes, twins, input_type, config)
@@ -66,7 +82,7 @@ class StepNode(ReviewedSteps):
             else:
                 outputs = self._run_all_threaded(tool_calls, runtimes, twins, input_type, config)
         finally:
-            TWINS.reset(token)
+            self._close_step(runtimes)
         return self._step_output(outputs, input_type, input, runtimes, config)
 
     def _run_all_threaded(
@@ -142,9 +158,7 @@ class StepNode(ReviewedSteps):
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
         INPUT_TYPE.set(input_type)  # read by `_awrap` for sync tools; tasks copy it
-        step = StepTwins.of(tool_calls)
-        twins = list(step.firsts)
-        token = TWINS.set(step)
+        twins = list(self._open_step(tool_calls, runtimes, config).order)
         try:
             if self._reviewed_step(tool_calls):  # a write may ask a person
                 outputs = await self._areviewed(tool_calls, runtimes, twins, input_type, config)
@@ -154,7 +168,7 @@ class StepNode(ReviewedSteps):
                 run = partial(_call_with_type, self._arun_one, input_type)
                 outputs = await self._arun_all(tool_calls, runtimes, twins, config, run=run)
         finally:
-            TWINS.reset(token)
+            self._close_step(runtimes)
         return self._step_output(outputs, input_type, input, runtimes, config)
 
     async def _arun_all(

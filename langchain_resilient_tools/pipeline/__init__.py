@@ -12,12 +12,14 @@ from .dedup.twins import MessageTwins, StepTwins
 from .driver import Outcome, Pipeline
 from .repair.logic import Repaired, repair_call
 from .schema import tool_schema
+from .step import Step
 
 __all__ = [
     "MessageTwins",
     "Outcome",
     "Pipeline",
     "Repaired",
+    "Step",
     "StepTwins",
     "answered_entries",
     "pointing_like",

@@ -43,6 +43,7 @@ from .lookups import Lookups
 from .repair.stage import RepairStage
 from .retry.stage import RetryStage
 from .stage import AsyncNext, BeforeStage, Env, Next, Stage
+from .step import Step
 from .validate.stage import ValidateStage
 from .verify import VerifyStage
 
@@ -213,6 +214,10 @@ class Pipeline:
         self.env.backend = as_backend(store)
         """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
         self.stages = [cls(self.env) for cls in stages]
+        self._step_hooks = [
+            s.open_step for s in self.stages if type(s).open_step is not Stage.open_step
+        ]
+        """The ``open_step`` hooks of the stages that take part in steps."""
         self._on_outcome = on_outcome
         self.observer = Observer()
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
@@ -274,6 +279,21 @@ class Pipeline:
                 chain, achain = _before_links(tuple(befores), chain, achain)
             plan = self._plans[resolved] = _Plan(chain, achain, resolved.deadline_s)
         return plan
+
+    def open_step(
+        self,
+        tool_calls: Sequence[Mapping[str, Any]],
+        state: Any = None,
+        config: Any = None,
+        *,
+        step_id: str | None = None,
+    ) -> Step:
+        """The step of one model message's `tool_calls` (see `pipeline.step`): its calls
+        are made with `Step.call`, and run in the order `Step.order` asks for."""
+        step = Step(tool_calls, self.new_call, step_id, state, config)
+        for hook in self._step_hooks:
+            hook(step)
+        return step
 
     def new_call(
         self,

@@ -17,6 +17,7 @@ from ..core.policy import ResolvedPolicy
 from ..runtime.executor import TimedRunner
 from ..state.pertool import PerTool
 from ..state.results import ResultStore
+from .step import Step
 
 Next = Callable[[Call], Any]
 AsyncNext = Callable[[Call], Awaitable[Any]]
@@ -80,6 +81,11 @@ class Stage:
         once per tool), so a feature that is off costs nothing on the hot path.
         """
         return True
+
+    def open_step(self, step: Step) -> None:
+        """Take part in a step before its calls are made (optional; see `pipeline.step`).
+
+        Only a stage that overrides it is asked, once per step, whatever its tools."""
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         return call_next(call)

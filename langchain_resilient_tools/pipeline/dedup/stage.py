@@ -47,11 +47,12 @@ from ...core.call import Call
 from ...core.policy import ResolvedPolicy
 from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
+from ..step import Step
 from .core import Do, Keeper, Visit
 from .local import LocalLedger
 from .logic import Ledger, effective_mode
 from .shared import SharedLedger
-from .twins import Twins
+from .twins import StepTwins, Twins
 
 
 class DedupStage(Stage):
@@ -65,6 +66,13 @@ class DedupStage(Stage):
         self.local = LocalLedger()
         """This pipeline's ledger (the one that decides without a shared store)."""
         self._twins = Twins()
+
+    def open_step(self, step: Step) -> None:
+        """Identical calls of the step are one logical call (invariant 8): the first
+        runs first (`Step.order`) and each call is marked with its step and its leader."""
+        twins = StepTwins.of(step.tool_calls, step.id)
+        step.order = twins.firsts
+        step.on_call(twins.place)
 
     @property
     def clock(self) -> Callable[[], float]:
