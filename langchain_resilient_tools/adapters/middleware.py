@@ -24,7 +24,7 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import thread_id_of, unique_names
 from ..observe.stats import StatsSnapshot
-from ..pipeline import MessageTwins, Outcome, Pipeline, Repaired
+from ..pipeline import MessageTwins, Outcome, Pipeline, Repaired, Step
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
@@ -41,7 +41,7 @@ from .review import (
     run_durably,
     with_question,
 )
-from .rollback import annotate, pop_ledger, rollback_update
+from .rollback import rollback_update
 from .wiring import arun_with, run_with
 
 
@@ -155,21 +155,21 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             call.dropped = (*call.dropped, *carried.dropped)  # named in the envelope
         return call
 
-    @staticmethod
-    def _answer(outcome: Outcome) -> ToolMessage | Command[Any]:
+    def _answer(self, outcome: Outcome) -> ToolMessage | Command[Any]:
+        step: Step = self.pipeline.loose_step  # a rollback wish stays for `before_model`
         if outcome.failure is None:
             # A list of Commands/ToolMessages (a form ToolNode supports) passes as it is.
-            answer: Any = annotate(success_message(outcome.value, outcome.call), outcome)
-            entries = pop_ledger([answer]) if isinstance(answer, ToolMessage) else None
+            answer: Any = step.answer(outcome, success_message(outcome.value, outcome.call))
+            entries = step.close([answer], keep=True).ledger
             if not entries:
                 return cast("ToolMessage | Command[Any]", answer)
             return Command(update={"messages": [answer], LEDGER_KEY: {"dedup": entries}})
-        message = annotate(failure_message(outcome.failure, outcome.call), outcome)
+        message = step.answer(outcome, failure_message(outcome.failure, outcome.call))
         update: dict[str, Any] = {
             "messages": [message],
             ERRORS_KEY: [take_error_record(message)],
         }
-        entries = pop_ledger([message])
+        entries = step.close([message], keep=True).ledger
         if entries:
             update[LEDGER_KEY] = {"dedup": entries}
         return Command(update=update)
@@ -237,7 +237,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         answers = [msg for msg in messages[start + 1 :] if isinstance(msg, ToolMessage)]
         ledger: Any = state.get(LEDGER_KEY) or {}
         count = int(ledger.get("rollbacks", 0) or 0)
-        replacement, new_count = rollback_update(messages, answers, count)
+        step_update = self.pipeline.loose_step.close(answers, keep=True)
+        replacement, new_count = rollback_update(messages, answers, step_update, count)
         update: dict[str, Any] = {}
         if replacement is not None:
             update["messages"] = replacement

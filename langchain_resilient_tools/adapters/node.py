@@ -29,7 +29,7 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import INVALID_KEY, expect_tools, has_native_async, thread_id_of
 from ..observe.stats import StatsSnapshot
-from ..pipeline import Outcome, Pipeline
+from ..pipeline import Outcome, Pipeline, Step
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
@@ -40,7 +40,6 @@ from .layers import Layers
 from .node_io import HandleToolErrors
 from .node_step import StepNode
 from .review import with_question
-from .rollback import annotate, as_answered
 
 ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
 AsyncToolCallWrapper = Callable[
@@ -147,8 +146,7 @@ class ResilientToolNode(StepNode):
         self._layers.note_rerun(request, self.name or "tools")  # a node retry_policy re-ran it
         runtime = request.runtime
         config = runtime.config if runtime else None
-        step = self._steps.get(id(runtime))  # the running step (`node_step`), if any
-        call = (self.pipeline.new_call if step is None else step.call)(
+        call = self._step_of(request).call(
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]) if isinstance(tc["args"], dict) else {},
@@ -198,13 +196,14 @@ class ResilientToolNode(StepNode):
         self._guard(req)
         return execute(req)
 
-    def _reply(self, outcome: Outcome) -> Any:
+    def _reply(self, outcome: Outcome, request: ToolCallRequest) -> Any:
         """The answer to a finished call: the tool's own message when the layer did
-        nothing visible to it (`as_answered`), else `_answer`'s, marked for a person
-        (`with_question`) and for the end of the step (`annotate`)."""
-        if as_answered(outcome):
+        nothing visible to it (`Step.as_answered`), else `_answer`'s, marked for a
+        person (`with_question`) and for the end of the step (`Step.answer`)."""
+        if Step.as_answered(outcome):
             return outcome.value
-        return annotate(with_question(self._answer(outcome), outcome), outcome)
+        answer = with_question(self._answer(outcome), outcome)
+        return self._step_of(request).answer(outcome, answer)
 
     def _sync_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
@@ -227,7 +226,7 @@ class ResilientToolNode(StepNode):
         return call
 
     def _wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-        return self._reply(self.pipeline.run(self._sync_call(request, execute)))
+        return self._reply(self.pipeline.run(self._sync_call(request, execute)), request)
 
     async def _awrap(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
@@ -256,4 +255,4 @@ class ResilientToolNode(StepNode):
                 return execute(offloaded(req, call, self.pipeline.env.runner))
 
             call.arun = lambda c: user(self._request_for(request, c), guarded_offloaded)
-        return self._reply(await self.pipeline.arun(call))
+        return self._reply(await self.pipeline.arun(call), request)

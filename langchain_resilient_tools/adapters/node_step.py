@@ -29,7 +29,6 @@ from ..runtime.executor import dispatch_pool
 from ..runtime.steploop import run_step, step_loop
 from .context import INPUT_TYPE
 from .node_review import ReviewedSteps
-from .rollback import annotate, as_answered
 
 
 class StepNode(ReviewedSteps):
@@ -57,6 +56,11 @@ class StepNode(ReviewedSteps):
             self._steps[id(rt)] = step
         return step
 
+    def _step_of(self, request: ToolCallRequest) -> Step:
+        """The step `request` belongs to, or the pipeline's loose one (a call outside a
+        step this node runs)."""
+        return self._steps.get(id(request.runtime)) or self.pipeline.loose_step
+
     def _close_step(self, runtimes: list[ToolRuntime]) -> None:
         for rt in runtimes:
             self._steps.pop(id(rt), None)
@@ -66,7 +70,8 @@ class StepNode(ReviewedSteps):
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
-        twins = list(self._open_step(tool_calls, runtimes, config).order)
+        step = self._open_step(tool_calls, runtimes, config)
+        twins = list(step.order)  # the index of each call's earlier twin, if any
         try:
             if self._reviewed_step(tool_calls):  # a write may ask a person
                 outputs = self._reviewed(tool_calls, runtimes, twins, input_type, config)
@@ -83,7 +88,7 @@ class StepNode(ReviewedSteps):
                 outputs = self._run_all_threaded(tool_calls, runtimes, twins, input_type, config)
         finally:
             self._close_step(runtimes)
-        return self._step_output(outputs, input_type, input, runtimes, config)
+        return self._step_output(outputs, input_type, input, runtimes, config, step)
 
     def _run_all_threaded(
         self,
@@ -152,13 +157,16 @@ class StepNode(ReviewedSteps):
         call = self._sync_call(request, execute)
         call.offload = True
         outcome = await self.pipeline.arun(call, sync_callbacks=True)
-        return outcome.value if as_answered(outcome) else annotate(self._answer(outcome), outcome)
+        if Step.as_answered(outcome):
+            return outcome.value
+        return self._step_of(request).answer(outcome, self._answer(outcome))
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
         INPUT_TYPE.set(input_type)  # read by `_awrap` for sync tools; tasks copy it
-        twins = list(self._open_step(tool_calls, runtimes, config).order)
+        step = self._open_step(tool_calls, runtimes, config)
+        twins = list(step.order)  # the index of each call's earlier twin, if any
         try:
             if self._reviewed_step(tool_calls):  # a write may ask a person
                 outputs = await self._areviewed(tool_calls, runtimes, twins, input_type, config)
@@ -169,7 +177,7 @@ class StepNode(ReviewedSteps):
                 outputs = await self._arun_all(tool_calls, runtimes, twins, config, run=run)
         finally:
             self._close_step(runtimes)
-        return self._step_output(outputs, input_type, input, runtimes, config)
+        return self._step_output(outputs, input_type, input, runtimes, config, step)
 
     async def _arun_all(
         self,

@@ -7,22 +7,21 @@ another: what one tells another is a typed field of `core.call.Call` (per call) 
 schema is in `schema`.
 """
 
-from .dedup.graph_state import answered_entries, pointing_like
 from .dedup.twins import MessageTwins, StepTwins
-from .driver import Outcome, Pipeline
+from .driver import Pipeline
 from .repair.logic import Repaired, repair_call
 from .schema import tool_schema
-from .step import Step
+from .step import Outcome, Rollback, Step, StepUpdate
 
 __all__ = [
     "MessageTwins",
     "Outcome",
     "Pipeline",
     "Repaired",
+    "Rollback",
     "Step",
     "StepTwins",
-    "answered_entries",
-    "pointing_like",
+    "StepUpdate",
     "repair_call",
     "tool_schema",
 ]

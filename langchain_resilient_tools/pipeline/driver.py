@@ -43,7 +43,7 @@ from .lookups import Lookups
 from .repair.stage import RepairStage
 from .retry.stage import RetryStage
 from .stage import AsyncNext, BeforeStage, Env, Next, Stage
-from .step import Step
+from .step import Outcome, Step, StepHooks
 from .validate.stage import ValidateStage
 from .verify import VerifyStage
 
@@ -74,21 +74,6 @@ STAGES: tuple[type[Stage], ...] = (
 """The stage order, outermost first. This is the only place it is written."""
 
 
-@dataclass(slots=True)
-class Outcome:
-    """A finished call: either `value` (what answered it) or `failure`."""
-
-    call: Call
-    value: Any = None
-    failure: Failure | None = None
-    event: CallEvent | None = None
-    """What the call left in the pipeline's statistics (set when it finished)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
-
-
 _REFUSED_BY = {
     "invalid_arguments": "validation",
     "malformed_call": "admission",
@@ -98,6 +83,12 @@ _REFUSED_BY = {
     "rate_limited": "rate_limit",
 }
 """Who answered a failed call that never reached the tool, by its error value."""
+
+
+def _hooks(stages: Sequence[Stage], name: str) -> tuple[Any, ...]:
+    """The bound `name` hooks of the `stages` that override it, in their order."""
+    base = getattr(Stage, name)
+    return tuple(getattr(s, name) for s in stages if getattr(type(s), name) is not base)
 
 
 def _refused_by(error: ToolErrorType | None) -> str:
@@ -214,10 +205,16 @@ class Pipeline:
         self.env.backend = as_backend(store)
         """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
         self.stages = [cls(self.env) for cls in stages]
-        self._step_hooks = [
-            s.open_step for s in self.stages if type(s).open_step is not Stage.open_step
-        ]
-        """The ``open_step`` hooks of the stages that take part in steps."""
+        self.hooks = StepHooks(
+            opens=_hooks(self.stages, "open_step"),
+            marks=_hooks(self.stages, "mark_answer"),
+            closes=_hooks(self.stages, "close_step"),
+        )
+        """The step hooks of the stages that take part in steps (`pipeline.step`)."""
+        self.loose_step = Step((), self.new_call, self.hooks)
+        """The step of calls made outside any step the adapter knows (a wrapped tool's,
+        a middleware's call outside a turn): its calls are not marked, and its answers
+        are marked and closed as any step's."""
         self._on_outcome = on_outcome
         self.observer = Observer()
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
@@ -290,8 +287,8 @@ class Pipeline:
     ) -> Step:
         """The step of one model message's `tool_calls` (see `pipeline.step`): its calls
         are made with `Step.call`, and run in the order `Step.order` asks for."""
-        step = Step(tool_calls, self.new_call, step_id, state, config)
-        for hook in self._step_hooks:
+        step = Step(tool_calls, self.new_call, self.hooks, step_id, state, config)
+        for hook in self.hooks.opens:
             hook(step)
         return step
 

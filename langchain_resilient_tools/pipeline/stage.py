@@ -8,16 +8,18 @@ stages is written once, in `langchain_resilient_tools.pipeline.driver.STAGES`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
+
+from langchain_core.messages import ToolMessage
 
 from ..core.call import Call
 from ..core.policy import ResolvedPolicy
 from ..runtime.executor import TimedRunner
 from ..state.pertool import PerTool
 from ..state.results import ResultStore
-from .step import Step
+from .step import Outcome, Step, StepUpdate
 
 Next = Callable[[Call], Any]
 AsyncNext = Callable[[Call], Awaitable[Any]]
@@ -86,6 +88,15 @@ class Stage:
         """Take part in a step before its calls are made (optional; see `pipeline.step`).
 
         Only a stage that overrides it is asked, once per step, whatever its tools."""
+
+    def mark_answer(self, outcome: Outcome, message: ToolMessage) -> Mapping[str, Any] | None:
+        """What a call's answer carries to the end of its step (optional; metadata keys
+        of the stage's own, see `pipeline.step`)."""
+        return None
+
+    def close_step(self, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool) -> None:
+        """Read the stage's marks off the step's answers into `update` (optional); take
+        them off unless `keep`."""
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         return call_next(call)

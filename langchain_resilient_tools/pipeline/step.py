@@ -9,6 +9,18 @@ part in the step with two optional hooks (`pipeline.stage.Stage`):
   config, mark each call the step makes (`Step.on_call`), and say which call waits for
   which (`Step.order`). Dedup does: identical calls are one logical call, the first runs
   first and its twins share its outcome (`pipeline.dedup.twins`).
+- ``mark_answer(outcome, message)``: what a call's answer carries to the end of its step
+  (`Step.answer`), in its ``response_metadata``: a mark travels with the message, so it
+  survives where the step's objects do not (a reviewed call's answer, kept by LangGraph
+  across an interrupt; the middleware's answers, read back in a later node). Dedup marks
+  the ledger entries a call left, checks a wish to roll the step back.
+- ``close_step(messages, update, keep)``: at the end of the step, turn the marks of its
+  answers into the `StepUpdate` the adapter writes (`Step.close`): dedup's ledger
+  entries for the graph state, checks' rollback. Marks are taken off the messages, but
+  for ``keep``: then they stay (the middleware rolls back in ``before_model``).
+
+A stage stays no part of a step it has no hook for. Stages cannot write graph state:
+the update says what to write, and each adapter writes it in its own framework's shapes.
 
 The step is the pipeline's, never a stage's: what a stage learns of it stays in what it
 registers here, so adapters translate their framework's shapes and nothing else.
@@ -20,10 +32,66 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
 from ..core.call import Call
+from ..observe.stats import CallEvent
+from ..text.classify import Failure
+from ..text.envelope import as_it_came
 
 OnCall = Callable[[Call], None]
 """A stage's mark on each call a step makes (registered in its ``open_step``)."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A finished call: either `value` (what answered it) or `failure`."""
+
+    call: Call
+    value: Any = None
+    failure: Failure | None = None
+    event: CallEvent | None = None
+    """What the call left in the pipeline's statistics (set when it finished)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback:
+    """The step's answers ask for it to be undone (``on_low_quality="rollback"``)."""
+
+    guidance: tuple[str, ...]
+    """What the model is told instead of the step (one text per distinct wish)."""
+    bound: int
+    """The fewest rollbacks in a row any of them allows (`ResultChecks.max_rollbacks`)."""
+
+
+@dataclass(slots=True)
+class StepUpdate:
+    """What the end of a step writes, as the adapter's framework writes it."""
+
+    ledger: dict[str, Any] = field(default_factory=dict)
+    """Dedup's entries for the graph state's ``tool_ledger["dedup"]``, by key."""
+    rollback: Rollback | None = None
+    """A wish to undo the step, or `None`."""
+    low_quality: bool = False
+    """Some answer is a ``low_quality_result`` (a step without one resets the count of
+    rollbacks in a row)."""
+
+
+MarkAnswer = Callable[[Outcome, ToolMessage], "Mapping[str, Any] | None"]
+CloseStep = Callable[[Sequence[ToolMessage], StepUpdate, bool], None]
+
+
+@dataclass(frozen=True, slots=True)
+class StepHooks:
+    """The stages' step hooks, in the stages' order (one set per pipeline)."""
+
+    opens: tuple[Callable[[Step], None], ...] = ()
+    marks: tuple[MarkAnswer, ...] = ()
+    closes: tuple[CloseStep, ...] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -34,6 +102,8 @@ class Step:
     """The message's tool calls, in its order, as the adapter parsed them."""
     new_call: Callable[..., Call]
     """How a call is made (`Pipeline.new_call`), before the stages mark it."""
+    hooks: StepHooks = StepHooks()
+    """The pipeline's stages' hooks."""
     id: str | None = None
     """The step's identity when the adapter has one (a model message's), else `None`: a
     stage that needs one makes its own (one run of a node's step)."""
@@ -62,3 +132,34 @@ class Step:
         for mark in self.marks:
             mark(call)
         return call
+
+    @staticmethod
+    def as_answered(outcome: Outcome) -> bool:
+        """Whether the answer of `outcome` is the tool's own message as it came: a
+        healthy call the layer did nothing visible to, with nothing to carry to the end
+        of the step (`answer` would hand it back unchanged)."""
+        call = outcome.call
+        return outcome.failure is None and call.ledger is None and as_it_came(outcome.value, call)
+
+    def answer(self, outcome: Outcome, message: Any) -> Any:
+        """`message` (the call's answer) carrying what the end of the step needs from it
+        (the stages' ``mark_answer``), on a copy; anything but a `ToolMessage` as it is."""
+        if not isinstance(message, ToolMessage):
+            return message
+        marks: dict[str, Any] = {}
+        for mark in self.hooks.marks:
+            marks.update(mark(outcome, message) or {})
+        if not marks:
+            return message
+        # On a copy: a healthy answer is the tool's own message, which stays as it was.
+        meta = {**message.response_metadata, **marks}
+        return message.model_copy(update={"response_metadata": meta})
+
+    def close(self, messages: Sequence[Any], *, keep: bool = False) -> StepUpdate:
+        """The step's update, from the marks of its answers (`messages`: its
+        ToolMessages; anything else is skipped); `keep`: leave the marks on them."""
+        answers = [msg for msg in messages if isinstance(msg, ToolMessage)]
+        update = StepUpdate()
+        for close in self.hooks.closes:
+            close(answers, update, keep)
+        return update

@@ -40,15 +40,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+
+from langchain_core.messages import ToolMessage
 
 from ...core.call import Call
 from ...core.policy import ResolvedPolicy
 from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
-from ..step import Step
+from ..step import Outcome, Step, StepUpdate
 from .core import Do, Keeper, Visit
+from .graph_state import LEDGER_META, answered_entries, take_entries
 from .local import LocalLedger
 from .logic import Ledger, effective_mode
 from .shared import SharedLedger
@@ -73,6 +76,19 @@ class DedupStage(Stage):
         twins = StepTwins.of(step.tool_calls, step.id)
         step.order = twins.firsts
         step.on_call(twins.place)
+
+    def mark_answer(self, outcome: Outcome, message: ToolMessage) -> Mapping[str, Any] | None:
+        """The ledger entries the call left for the graph state, as it keeps them now
+        that `message` answers the call (`graph_state.answered_entries`)."""
+        entries = outcome.call.ledger
+        if not entries:
+            return None
+        return {LEDGER_META: answered_entries(entries, message, outcome.call)}
+
+    def close_step(self, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool) -> None:
+        """The entries of the step's answers, for the graph state (taken off them even
+        when `keep`: the update writes them)."""
+        update.ledger.update(take_entries(messages))
 
     @property
     def clock(self) -> Callable[[], float]:
