@@ -24,7 +24,7 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import thread_id_of, unique_names
 from ..observe.stats import StatsSnapshot
-from ..pipeline import MessageTwins, Outcome, Pipeline, Repaired, Step
+from ..pipeline import Outcome, Pipeline, Repaired, Step
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
@@ -42,6 +42,7 @@ from .review import (
     with_question,
 )
 from .rollback import rollback_update
+from .turns import TurnSteps
 from .wiring import arun_with, run_with
 
 
@@ -84,8 +85,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._names_checked = False
         self._carried: dict[str, Repaired] = {}
         """Repairs made to invalid calls in `after_model`, by call id, until they run."""
-        self._twins = MessageTwins()
-        """Which calls of the turn are identical: one runs, its twins share its outcome."""
+        self._steps = TurnSteps(self.pipeline)
+        """The step of each turn: its identical calls are one (the first runs first)."""
         self._layers = Layers(self.pipeline.resolver, "middleware")  # a retry inside ours
 
     def _asks_person(self, request: ToolCallRequest) -> bool:
@@ -123,7 +124,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._remember_tools(request)
         return await handler(request)
 
-    def _new_call(self, request: ToolCallRequest, *, rerun: bool = False) -> Call:
+    def _new_call(self, request: ToolCallRequest, step: Step, *, rerun: bool = False) -> Call:
         tc = request.tool_call
         runtime = request.runtime
         tools = getattr(runtime, "tools", None) or []
@@ -132,7 +133,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             check_policy_names(self.pipeline.resolver, [t.name for t in tools])
             self.pipeline.learn_tools({t.name: t for t in tools if hasattr(t, "name")})
             self._names_checked = True
-        call = self.pipeline.new_call(
+        call = step.call(
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]),
@@ -146,17 +147,15 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             store=getattr(runtime, "store", None),
             rerun=rerun,
         )
-        twins = self._twins(request.state)  # the turn's identical calls (invariant 8)
-        if twins is not None:
-            twins.place(call)
         carried = self._carried.pop(call.id, None)  # repaired in `after_model`
         if carried is not None:
             call.record.repairs.extend(carried.repairs)
             call.dropped = (*call.dropped, *carried.dropped)  # named in the envelope
         return call
 
-    def _answer(self, outcome: Outcome) -> ToolMessage | Command[Any]:
-        step: Step = self.pipeline.loose_step  # a rollback wish stays for `before_model`
+    @staticmethod
+    def _answer(outcome: Outcome, step: Step) -> ToolMessage | Command[Any]:
+        # The step's update rides in a `Command`; a rollback wish stays for `before_model`.
         if outcome.failure is None:
             # A list of Commands/ToolMessages (a form ToolNode supports) passes as it is.
             answer: Any = step.answer(outcome, success_message(outcome.value, outcome.call))
@@ -165,10 +164,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
                 return cast("ToolMessage | Command[Any]", answer)
             return Command(update={"messages": [answer], LEDGER_KEY: {"dedup": entries}})
         message = step.answer(outcome, failure_message(outcome.failure, outcome.call))
-        update: dict[str, Any] = {
-            "messages": [message],
-            ERRORS_KEY: [take_error_record(message)],
-        }
+        update: dict[str, Any] = {"messages": [message], ERRORS_KEY: [take_error_record(message)]}
         entries = step.close([message], keep=True).ledger
         if entries:
             update[LEDGER_KEY] = {"dedup": entries}
@@ -182,10 +178,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._layers.guard(request, handler, self)
 
         def answer() -> Any:
-            call = self._new_call(request, rerun=RERUN.get())
+            step = self._steps(request.state)  # its turn's (invariant 8)
+            call = self._new_call(request, step, rerun=RERUN.get())
             call.run = run_with(handler, request)
             outcome = self.pipeline.run(call)
-            return with_question(self._answer(outcome), outcome)
+            return with_question(self._answer(outcome, step), outcome)
 
         if not self._asks_person(request):
             return cast("ToolMessage | Command[Any]", answer())
@@ -203,10 +200,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._layers.guard(request, handler, self)
 
         async def answer() -> Any:
-            call = self._new_call(request, rerun=RERUN.get())
+            step = self._steps(request.state)  # its turn's (invariant 8)
+            call = self._new_call(request, step, rerun=RERUN.get())
             call.arun = arun_with(handler, request, runner)
             outcome = await self.pipeline.arun(call)
-            return with_question(self._answer(outcome), outcome)
+            return with_question(self._answer(outcome, step), outcome)
 
         if not self._asks_person(request):
             return cast("ToolMessage | Command[Any]", await answer())

@@ -7,20 +7,17 @@ another: what one tells another is a typed field of `core.call.Call` (per call) 
 schema is in `schema`.
 """
 
-from .dedup.twins import MessageTwins, StepTwins
 from .driver import Pipeline
 from .repair.logic import Repaired, repair_call
 from .schema import tool_schema
 from .step import Outcome, Rollback, Step, StepUpdate
 
 __all__ = [
-    "MessageTwins",
     "Outcome",
     "Pipeline",
     "Repaired",
     "Rollback",
     "Step",
-    "StepTwins",
     "StepUpdate",
     "repair_call",
     "tool_schema",
