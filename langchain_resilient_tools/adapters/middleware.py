@@ -24,7 +24,7 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import thread_id_of, unique_names
 from ..observe.stats import StatsSnapshot
-from ..pipeline import Outcome, Pipeline, Repaired, Step
+from ..pipeline import Outcome, Pipeline, Step
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
@@ -83,8 +83,6 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         )  # store: shared breaker/dedup/caches across workers (`state.backend`)
         self._agent_tools: dict[str, BaseTool] = {}
         self._names_checked = False
-        self._carried: dict[str, Repaired] = {}
-        """Repairs made to invalid calls in `after_model`, by call id, until they run."""
         self._steps = TurnSteps(self.pipeline)
         """The step of each turn: its identical calls are one (the first runs first)."""
         self._layers = Layers(self.pipeline.resolver, "middleware")  # a retry inside ours
@@ -147,10 +145,6 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             store=getattr(runtime, "store", None),
             rerun=rerun,
         )
-        carried = self._carried.pop(call.id, None)  # repaired in `after_model`
-        if carried is not None:
-            call.record.repairs.extend(carried.repairs)
-            call.dropped = (*call.dropped, *carried.dropped)  # named in the envelope
         return call
 
     @staticmethod
@@ -217,7 +211,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self, state: ResilientAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Answer, or repair and run, the calls the model could not format."""
-        return answer_invalid_calls(self.pipeline, self._agent_tools, self._carried, state)
+        return answer_invalid_calls(self.pipeline, self._agent_tools, state)
 
     async def aafter_model(
         self, state: ResilientAgentState, runtime: Runtime[Any]

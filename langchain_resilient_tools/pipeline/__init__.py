@@ -8,17 +8,12 @@ schema is in `schema`.
 """
 
 from .driver import Pipeline
-from .repair.logic import Repaired, repair_call
-from .schema import tool_schema
 from .step import Outcome, Rollback, Step, StepUpdate
 
 __all__ = [
     "Outcome",
     "Pipeline",
-    "Repaired",
     "Rollback",
     "Step",
     "StepUpdate",
-    "repair_call",
-    "tool_schema",
 ]

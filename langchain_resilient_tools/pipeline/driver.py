@@ -201,7 +201,7 @@ class Pipeline:
         self.resolver = resolver
         # The process-wide pool, with this adapter's own abandoned-thread counts.
         runner = runner or default_runner().scoped()
-        self.env = Env(runner=runner, sync_terminal=_terminal)
+        self.env = Env(runner=runner, sync_terminal=_terminal, resolve=resolver.resolve)
         self.env.backend = as_backend(store)
         """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
         self.stages = [cls(self.env) for cls in stages]
@@ -284,10 +284,16 @@ class Pipeline:
         config: Any = None,
         *,
         step_id: str | None = None,
+        invalid_calls: Sequence[Mapping[str, Any]] = (),
+        tools: Mapping[str, Any] | None = None,
     ) -> Step:
         """The step of one model message's `tool_calls` (see `pipeline.step`): its calls
-        are made with `Step.call`, and run in the order `Step.order` asks for."""
-        step = Step(tool_calls, self.new_call, self.hooks, step_id, state, config)
+        are made with `Step.call`, and run in the order `Step.order` asks for;
+        `invalid_calls` (with the `tools` they name) are repaired where they can be."""
+        step = Step(
+            tool_calls, self.new_call, self.hooks, step_id, state, config, invalid_calls
+        )
+        step.tools = tools or {}
         for hook in self.hooks.opens:
             hook(step)
         return step

@@ -52,6 +52,9 @@ class Env:
     """Runs sync attempts with a deadline on persistent worker threads."""
     sync_terminal: Next
     """Executes the tool once, sync (the end of the chain)."""
+    resolve: Callable[..., ResolvedPolicy] | None = None
+    """The pipeline's policy of a tool outside a call (``resolve(name, tool)``), for a
+    stage's step hooks (`Stage.open_step`)."""
     backend: Any = None
     """The adapter's shared `StateBackend` (its ``store=``), or `None`: see `pipeline.shared`."""
     backends: dict[int, tuple[Any, Any]] = field(default_factory=dict)

@@ -9,6 +9,9 @@ part in the step with two optional hooks (`pipeline.stage.Stage`):
   config, mark each call the step makes (`Step.on_call`), and say which call waits for
   which (`Step.order`). Dedup does: identical calls are one logical call, the first runs
   first and its twins share its outcome (`pipeline.dedup.twins`).
+  Repair does too: a call the model could not format (``AIMessage.invalid_tool_calls``,
+  `Step.invalid_calls`) whose text it can repair becomes an ordinary call
+  (`Step.repaired`), and the call that runs later under its id reports the repairs.
 - ``mark_answer(outcome, message)``: what a call's answer carries to the end of its step
   (`Step.answer`), in its ``response_metadata``: a mark travels with the message, so it
   survives where the step's objects do not (a reviewed call's answer, kept by LangGraph
@@ -111,6 +114,14 @@ class Step:
     """The graph state the step runs in, when there is one."""
     config: Any = None
     """The run's config (`RunnableConfig`), when there is one."""
+    invalid_calls: Sequence[Mapping[str, Any]] = ()
+    """The message's calls the model could not format, for an adapter that answers them
+    apart from its calls (the middleware's ``after_model``)."""
+    tools: Mapping[str, Any] = field(default_factory=dict)
+    """The adapter's tools by name, when the step needs them (`invalid_calls`)."""
+    repaired: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The arguments of the `invalid_calls` repair could read, by call id (``open_step``):
+    the adapter runs them as calls of the message; the others it answers as malformed."""
     order: tuple[int | None, ...] = ()
     """For each call, the index of an earlier call it waits for (set by ``open_step``
     hooks; default: none waits)."""
