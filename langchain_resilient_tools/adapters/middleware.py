@@ -153,15 +153,15 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         if outcome.failure is None:
             # A list of Commands/ToolMessages (a form ToolNode supports) passes as it is.
             answer: Any = step.answer(outcome, success_message(outcome.value, outcome.call))
-            entries = step.close([answer], keep=True).ledger
-            if not entries:
+            thread = step.close([answer], keep=True).thread
+            if not thread:
                 return cast("ToolMessage | Command[Any]", answer)
-            return Command(update={"messages": [answer], LEDGER_KEY: {"dedup": entries}})
+            return Command(update={"messages": [answer], LEDGER_KEY: thread})
         message = step.answer(outcome, failure_message(outcome.failure, outcome.call))
         update: dict[str, Any] = {"messages": [message], ERRORS_KEY: [take_error_record(message)]}
-        entries = step.close([message], keep=True).ledger
-        if entries:
-            update[LEDGER_KEY] = {"dedup": entries}
+        thread = step.close([message], keep=True).thread
+        if thread:
+            update[LEDGER_KEY] = thread
         return Command(update=update)
 
     def wrap_tool_call(

@@ -110,8 +110,8 @@ def finish_node_step(
     state = input if state is None else state
     answers = _tool_messages(output, messages_key)
     step_update = step.close(answers)
-    entries = step_update.ledger
-    if not entries and step_update.rollback is None and not step_update.low_quality:
+    thread = step_update.thread  # the stages' sections of ``tool_ledger``
+    if not thread and step_update.rollback is None and not step_update.low_quality:
         # Nothing to write and nothing to roll back: only a rollback count to reset.
         ledger = _ledger_of(state)
         if not memory.get(thread_id or "") and not (ledger and ledger.get("rollbacks")):
@@ -119,8 +119,8 @@ def finish_node_step(
     in_graph = state is input and isinstance(input, dict) and isinstance(output, dict)
     has_ledger = bool(ledger_key) and isinstance(state, dict) and ledger_key in state
     update: dict[str, Any] = {}
-    if has_ledger and entries:
-        update["dedup"] = entries
+    if has_ledger and thread:
+        update.update(thread)
     if in_graph and not any(isinstance(v, Command) for v in output.values()):
         ledger = _ledger_of(input) if has_ledger and ledger_key == LEDGER_KEY else None
         scope = thread_id or ""

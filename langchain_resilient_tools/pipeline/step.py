@@ -39,6 +39,7 @@ from langchain_core.messages import ToolMessage
 
 from ..core.call import Call
 from ..observe.stats import CallEvent
+from ..state.graph import LEDGER_KEY
 from ..text.classify import Failure
 from ..text.envelope import as_it_came
 
@@ -75,8 +76,9 @@ class Rollback:
 class StepUpdate:
     """What the end of a step writes, as the adapter's framework writes it."""
 
-    ledger: dict[str, Any] = field(default_factory=dict)
-    """Dedup's entries for the graph state's ``tool_ledger["dedup"]``, by key."""
+    thread: dict[str, Any] = field(default_factory=dict)
+    """State kept per thread, to write: sections of the graph state's ``tool_ledger``
+    (see `thread_state`), e.g. dedup's entries under ``"dedup"``, by key."""
     rollback: Rollback | None = None
     """A wish to undo the step, or `None`."""
     low_quality: bool = False
@@ -131,6 +133,16 @@ class Step:
     def __post_init__(self) -> None:
         if len(self.order) != len(self.tool_calls):
             self.order = (None,) * len(self.tool_calls)
+
+    def thread_state(self, section: str) -> Mapping[str, Any]:
+        """What the thread keeps under `section` (one stage's: its name, e.g. ``"dedup"``)
+        in the graph state's ``tool_ledger``, the one place of state kept per thread; a
+        stage writes it back through `StepUpdate.thread` (merged by
+        `state.graph.merge_ledger`: a mapping key by key, anything else replaced).
+        Empty without a graph state that keeps a ledger."""
+        ledger = self.state.get(LEDGER_KEY) if isinstance(self.state, Mapping) else None
+        kept = ledger.get(section) if isinstance(ledger, Mapping) else None
+        return kept if isinstance(kept, Mapping) else {}
 
     def on_call(self, mark: OnCall) -> None:
         """Mark every call this step makes with `mark` (for a stage's ``open_step``)."""

@@ -88,7 +88,9 @@ class DedupStage(Stage):
     def close_step(self, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool) -> None:
         """The entries of the step's answers, for the graph state (taken off them even
         when `keep`: the update writes them)."""
-        update.ledger.update(take_entries(messages))
+        entries = take_entries(messages)
+        if entries:
+            update.thread.setdefault("dedup", {}).update(entries)
 
     @property
     def clock(self) -> Callable[[], float]:
