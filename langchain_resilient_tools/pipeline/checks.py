@@ -37,7 +37,7 @@ from ..text.envelope import ERROR_META
 from ..text.redact import redact
 from ..text.truncate import text_of
 from .stage import AsyncNext, Next, Stage
-from .step import Outcome, Rollback, StepUpdate
+from .step import Outcome, Rollback, Step, StepUpdate
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,9 @@ class ChecksStage(Stage):
         bound = outcome.call.resolved.policy.results.max_rollbacks
         return {ROLLBACK_META: {"guidance": guidance(outcome), "max": bound}}
 
-    def close_step(self, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool) -> None:
+    def close_step(
+        self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool
+    ) -> None:
         marks: list[Mapping[str, Any]] = []
         for msg in messages:
             meta = msg.response_metadata

@@ -97,7 +97,9 @@ class Stage:
         of the stage's own, see `pipeline.step`)."""
         return None
 
-    def close_step(self, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool) -> None:
+    def close_step(
+        self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool
+    ) -> None:
         """Read the stage's marks off the step's answers into `update` (optional); take
         them off unless `keep`."""
 

@@ -17,7 +17,7 @@ part in the step with two optional hooks (`pipeline.stage.Stage`):
   survives where the step's objects do not (a reviewed call's answer, kept by LangGraph
   across an interrupt; the middleware's answers, read back in a later node). Dedup marks
   the ledger entries a call left, checks a wish to roll the step back.
-- ``close_step(messages, update, keep)``: at the end of the step, turn the marks of its
+- ``close_step(step, messages, update, keep)``: at the end of the step, turn the marks of its
   answers into the `StepUpdate` the adapter writes (`Step.close`): dedup's ledger
   entries for the graph state, checks' rollback. Marks are taken off the messages, but
   for ``keep``: then they stay (the middleware rolls back in ``before_model``).
@@ -87,7 +87,7 @@ class StepUpdate:
 
 
 MarkAnswer = Callable[[Outcome, ToolMessage], "Mapping[str, Any] | None"]
-CloseStep = Callable[[Sequence[ToolMessage], StepUpdate, bool], None]
+CloseStep = Callable[["Step", Sequence[ToolMessage], StepUpdate, bool], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,5 +184,5 @@ class Step:
         answers = [msg for msg in messages if isinstance(msg, ToolMessage)]
         update = StepUpdate()
         for close in self.hooks.closes:
-            close(answers, update, keep)
+            close(self, answers, update, keep)
         return update

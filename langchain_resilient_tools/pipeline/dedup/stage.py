@@ -85,7 +85,9 @@ class DedupStage(Stage):
             return None
         return {LEDGER_META: answered_entries(entries, message, outcome.call)}
 
-    def close_step(self, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool) -> None:
+    def close_step(
+        self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool
+    ) -> None:
         """The entries of the step's answers, for the graph state (taken off them even
         when `keep`: the update writes them)."""
         entries = take_entries(messages)
