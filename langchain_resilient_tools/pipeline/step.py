@@ -2,8 +2,9 @@
 
 An adapter that sees a message's calls opens a step (`Pipeline.open_step`), makes each
 call of it with `Step.call` (not `Pipeline.new_call`), runs the calls as its framework
-runs them, in the order `Step.order` asks for, and renders the outcomes. A stage may take
-part in the step with two optional hooks (`pipeline.stage.Stage`):
+runs them, in the order `Step.order` asks for, renders the outcomes, marks each answer
+(`Step.answer`) and writes what the step's end says (`Step.close`). A stage may take part
+in the step with three optional hooks (`pipeline.stage.Stage`):
 
 - ``open_step(step)``: once, before any call is made: look at the step's calls, state and
   config, mark each call the step makes (`Step.on_call`), and say which call waits for
@@ -17,10 +18,14 @@ part in the step with two optional hooks (`pipeline.stage.Stage`):
   survives where the step's objects do not (a reviewed call's answer, kept by LangGraph
   across an interrupt; the middleware's answers, read back in a later node). Dedup marks
   the ledger entries a call left, checks a wish to roll the step back.
-- ``close_step(step, messages, update, keep)``: at the end of the step, turn the marks of its
-  answers into the `StepUpdate` the adapter writes (`Step.close`): dedup's ledger
+- ``close_step(step, messages, update, keep)``: at the end of the step, turn the marks
+  of its answers into the `StepUpdate` the adapter writes (`Step.close`): dedup's ledger
   entries for the graph state, checks' rollback. Marks are taken off the messages, but
   for ``keep``: then they stay (the middleware rolls back in ``before_model``).
+
+State kept per thread has one place: the graph state's ``tool_ledger``, one section per
+stage, read with `Step.thread_state` and written through `StepUpdate.thread` (the
+adapters write it as it is; `docs/contributing.md` works an example through).
 
 A stage stays no part of a step it has no hook for. Stages cannot write graph state:
 the update says what to write, and each adapter writes it in its own framework's shapes.
