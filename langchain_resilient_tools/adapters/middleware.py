@@ -131,7 +131,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             check_policy_names(self.pipeline.resolver, [t.name for t in tools])
             self.pipeline.learn_tools({t.name: t for t in tools if hasattr(t, "name")})
             self._names_checked = True
-        call = step.call(
+        call = self.pipeline.new_call(
+            of_step=step,
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]),

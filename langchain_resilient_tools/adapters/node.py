@@ -146,7 +146,9 @@ class ResilientToolNode(StepNode):
         self._layers.note_rerun(request, self.name or "tools")  # a node retry_policy re-ran it
         runtime = request.runtime
         config = runtime.config if runtime else None
-        call = self._step_of(request).call(
+        step = self._steps.get(id(runtime)) or self.pipeline.loose_step  # `node_step`
+        call = self.pipeline.new_call(
+            of_step=step,
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]) if isinstance(tc["args"], dict) else {},

@@ -49,7 +49,7 @@ class StepNode(ReviewedSteps):
         self, tool_calls: list[ToolCall], runtimes: list[ToolRuntime], config: RunnableConfig
     ) -> Step:
         """The pipeline's step of `tool_calls`, found by the wrapper through each call's
-        runtime until `_close_step`."""
+        runtime until the step is done."""
         state = runtimes[0].state if runtimes else None
         step = self.pipeline.open_step(tool_calls, state, config)
         for rt in runtimes:
@@ -60,10 +60,6 @@ class StepNode(ReviewedSteps):
         """The step `request` belongs to, or the pipeline's loose one (a call outside a
         step this node runs)."""
         return self._steps.get(id(request.runtime)) or self.pipeline.loose_step
-
-    def _close_step(self, runtimes: list[ToolRuntime]) -> None:
-        for rt in runtimes:
-            self._steps.pop(id(rt), None)
 
     # -- drivers -------------------------------------------------------------------
 
@@ -86,8 +82,9 @@ class StepNode(ReviewedSteps):
                 outputs = run_step(loop, coro)
             else:
                 outputs = self._run_all_threaded(tool_calls, runtimes, twins, input_type, config)
-        finally:
-            self._close_step(runtimes)
+        finally:  # the step is closed: its runtimes no longer find it
+            for rt in runtimes:
+                self._steps.pop(id(rt), None)
         return self._step_output(outputs, input_type, input, runtimes, config, step)
 
     def _run_all_threaded(
@@ -175,8 +172,9 @@ class StepNode(ReviewedSteps):
             else:
                 run = partial(_call_with_type, self._arun_one, input_type)
                 outputs = await self._arun_all(tool_calls, runtimes, twins, config, run=run)
-        finally:
-            self._close_step(runtimes)
+        finally:  # the step is closed: its runtimes no longer find it
+            for rt in runtimes:
+                self._steps.pop(id(rt), None)
         return self._step_output(outputs, input_type, input, runtimes, config, step)
 
     async def _arun_all(

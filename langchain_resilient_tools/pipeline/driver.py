@@ -290,10 +290,10 @@ class Pipeline:
         """The step of one model message's `tool_calls` (see `pipeline.step`): its calls
         are made with `Step.call`, and run in the order `Step.order` asks for;
         `invalid_calls` (with the `tools` they name) are repaired where they can be."""
-        step = Step(
-            tool_calls, self.new_call, self.hooks, step_id, state, config, invalid_calls
-        )
-        step.tools = tools or {}
+        order = (None,) * len(tool_calls)
+        step = Step(tool_calls, self.new_call, self.hooks, step_id, state, config, order=order)
+        if invalid_calls:
+            step.invalid_calls, step.tools = invalid_calls, tools or {}
         for hook in self.hooks.opens:
             hook(step)
         return step
@@ -307,10 +307,12 @@ class Pipeline:
         tool: BaseTool | None,
         valid_tools: Sequence[str] = (),
         rerun: bool = False,
+        of_step: Step | None = None,
         **fields: Any,
     ) -> Call:
         """A `Call` for `name` with its resolved policy and a fresh record; `rerun`: a
-        write whose outcome was unknown, run once more because a person chose so."""
+        write whose outcome was unknown, run once more because a person chose so;
+        `of_step`: the step the call is one of, whose stages mark it (`Step.call`)."""
         resolver = self.resolver
         resolved = resolver.for_rerun(name, tool) if rerun else resolver.resolve(name, tool)
         call = Call(
@@ -332,6 +334,9 @@ class Pipeline:
             call.record.notices.append(m.HUMAN_RERUN_NOTICE)
         plan = self._plans.get(resolved) or self._plan(resolved, name)
         _deadline.start(call, plan.budget)  # the call's own budget starts now
+        if of_step is not None:  # one of a step's calls, marked by the stages (`Step.call`)
+            for mark in of_step.marks:
+                mark(call)
         return call
 
     def run(self, call: Call) -> Outcome:

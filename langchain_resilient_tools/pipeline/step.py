@@ -130,14 +130,10 @@ class Step:
     """The arguments of the `invalid_calls` repair could read, by call id (``open_step``):
     the adapter runs them as calls of the message; the others it answers as malformed."""
     order: tuple[int | None, ...] = ()
-    """For each call, the index of an earlier call it waits for (set by ``open_step``
-    hooks; default: none waits)."""
+    """For each call, the index of an earlier call it waits for (`Pipeline.open_step`:
+    none waits, unless an ``open_step`` hook says so)."""
     marks: list[OnCall] = field(default_factory=list)
     """What the stages mark each call with (`on_call`), in the stages' order."""
-
-    def __post_init__(self) -> None:
-        if len(self.order) != len(self.tool_calls):
-            self.order = (None,) * len(self.tool_calls)
 
     def thread_state(self, section: str) -> Mapping[str, Any]:
         """What the thread keeps under `section` (one stage's: its name, e.g. ``"dedup"``)
@@ -155,11 +151,9 @@ class Step:
 
     def call(self, **fields: Any) -> Call:
         """One call of this step: `Pipeline.new_call` with `fields`, marked by the
-        stages that take part in the step."""
-        call = self.new_call(**fields)
-        for mark in self.marks:
-            mark(call)
-        return call
+        stages that take part in the step (an adapter on its hot path may call
+        ``new_call(of_step=step, ...)`` itself: the same, without passing `fields` on)."""
+        return self.new_call(of_step=self, **fields)
 
     @staticmethod
     def as_answered(outcome: Outcome) -> bool:
