@@ -164,6 +164,24 @@ def test_the_pipeline_is_entered_through_its_package_only() -> None:
     assert not reaching, "imports past the pipeline's entry:\n" + "\n".join(reaching)
 
 
+def test_the_pipeline_entry_exports_the_drivers_names_only() -> None:
+    """The entry hands adapters the driver's names (the pipeline, its step, a call's
+    outcome, a step's update), never a stage's internals behind a facade."""
+    import inspect
+
+    from langchain_resilient_tools import pipeline
+
+    assert pipeline.__all__ == ["Outcome", "Pipeline", "Step", "StepUpdate"]
+    homes = {f"{PKG}.pipeline.driver", f"{PKG}.pipeline.step"}
+    public = {
+        name: value
+        for name, value in vars(pipeline).items()
+        if not name.startswith("_") and not inspect.ismodule(value)
+    }
+    assert set(public) == set(pipeline.__all__), sorted(public)
+    assert {value.__module__ for value in public.values()} <= homes
+
+
 def test_every_exception_lives_in_core_errors() -> None:
     """The package's exceptions are one tree, in `core.errors`. The fault kit's
     (`testing`) are not the package's: they stand for what a service's client raises

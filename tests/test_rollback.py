@@ -13,8 +13,11 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
 from langchain_resilient_tools import ResilientToolNode, ResilientToolsState, ToolPolicy
-from langchain_resilient_tools.adapters.rollback import ROLLBACK_META, rollback_update
+from langchain_resilient_tools.adapters.rollback import rollback_update
 from langchain_resilient_tools.checks import empty_result
+from langchain_resilient_tools.core.policy import PolicyResolver
+from langchain_resilient_tools.pipeline import Pipeline
+from langchain_resilient_tools.pipeline.checks import ROLLBACK_META
 from langchain_resilient_tools.routing import recent_tool_errors, route_on_tool_errors
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 from tests.conftest import Harness
@@ -147,14 +150,19 @@ def test_rollback_update_unit() -> None:
     marked = ToolMessage("x", tool_call_id="1", id="tm-1", response_metadata={ROLLBACK_META: mark})
     plain = ToolMessage("x", tool_call_id="1", id="tm-1")
     history = [HumanMessage("q", id="h"), ai, marked]
-    update, count = rollback_update(history, [marked], 0)
+    step = Pipeline(PolicyResolver()).loose_step
+
+    def undo(history: list[Any], answer: ToolMessage, count: int) -> Any:
+        return rollback_update(history, [answer], step.close([answer], keep=True), count)
+
+    update, count = undo(history, marked, 0)
     assert count == 1 and update is not None
     assert [getattr(m, "id", None) for m in update[:2]] == ["ai-1", "tm-1"]
     assert update[-1].text == "note"
-    assert rollback_update(history, [marked], 2) == (None, 2)
-    assert rollback_update(history, [plain], 2) == (None, 0)
+    assert undo(history, marked, 2) == (None, 2)
+    assert undo(history, plain, 2) == (None, 0)
     no_id = [AIMessage("", tool_calls=[tool_call("s", {}, id="1")])]
-    assert rollback_update(no_id, [marked], 0) == (None, 0)
+    assert undo(no_id, marked, 0) == (None, 0)
 
 
 # -- routing on recent tool errors ------------------------------------------------------

@@ -6,13 +6,9 @@ from __future__ import annotations
 import contextvars
 from typing import Literal
 
-from ..pipeline import StepTwins
-
 INPUT_TYPE: contextvars.ContextVar[Literal["list", "dict", "tool_calls"]] = contextvars.ContextVar(
     "lrt_input_type", default="dict"
 )
 """The step's input form, read by the async wrapper for sync tools (tasks copy it)."""
-TWINS: contextvars.ContextVar[StepTwins | None] = contextvars.ContextVar("lrt_twins", default=None)
-"""The running step and which of its calls are identical (tasks and workers copy it)."""
 RERUN: contextvars.ContextVar[bool] = contextvars.ContextVar("lrt_rerun", default=False)
 """Set while a write runs once more because a person chose so (see `adapters.review`)."""

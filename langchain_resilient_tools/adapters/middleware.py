@@ -24,7 +24,7 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import thread_id_of, unique_names
 from ..observe.stats import StatsSnapshot
-from ..pipeline import MessageTwins, Outcome, Pipeline, Repaired
+from ..pipeline import Outcome, Pipeline, Step
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
@@ -41,7 +41,8 @@ from .review import (
     run_durably,
     with_question,
 )
-from .rollback import annotate, pop_ledger, rollback_update
+from .rollback import rollback_update
+from .turns import TurnSteps
 from .wiring import arun_with, run_with
 
 
@@ -82,10 +83,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         )  # store: shared breaker/dedup/caches across workers (`state.backend`)
         self._agent_tools: dict[str, BaseTool] = {}
         self._names_checked = False
-        self._carried: dict[str, Repaired] = {}
-        """Repairs made to invalid calls in `after_model`, by call id, until they run."""
-        self._twins = MessageTwins()
-        """Which calls of the turn are identical: one runs, its twins share its outcome."""
+        self._steps = TurnSteps(self.pipeline)
+        """The step of each turn: its identical calls are one (the first runs first)."""
         self._layers = Layers(self.pipeline.resolver, "middleware")  # a retry inside ours
 
     def _asks_person(self, request: ToolCallRequest) -> bool:
@@ -123,7 +122,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._remember_tools(request)
         return await handler(request)
 
-    def _new_call(self, request: ToolCallRequest, *, rerun: bool = False) -> Call:
+    def _new_call(self, request: ToolCallRequest, step: Step, *, rerun: bool = False) -> Call:
         tc = request.tool_call
         runtime = request.runtime
         tools = getattr(runtime, "tools", None) or []
@@ -133,6 +132,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             self.pipeline.learn_tools({t.name: t for t in tools if hasattr(t, "name")})
             self._names_checked = True
         call = self.pipeline.new_call(
+            of_step=step,
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]),
@@ -146,32 +146,23 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             store=getattr(runtime, "store", None),
             rerun=rerun,
         )
-        twins = self._twins(request.state)  # the turn's identical calls (invariant 8)
-        if twins is not None:
-            twins.place(call)
-        carried = self._carried.pop(call.id, None)  # repaired in `after_model`
-        if carried is not None:
-            call.record.repairs.extend(carried.repairs)
-            call.dropped = (*call.dropped, *carried.dropped)  # named in the envelope
         return call
 
     @staticmethod
-    def _answer(outcome: Outcome) -> ToolMessage | Command[Any]:
+    def _answer(outcome: Outcome, step: Step) -> ToolMessage | Command[Any]:
+        # The step's update rides in a `Command`; a rollback wish stays for `before_model`.
         if outcome.failure is None:
             # A list of Commands/ToolMessages (a form ToolNode supports) passes as it is.
-            answer: Any = annotate(success_message(outcome.value, outcome.call), outcome)
-            entries = pop_ledger([answer]) if isinstance(answer, ToolMessage) else None
-            if not entries:
+            answer: Any = step.answer(outcome, success_message(outcome.value, outcome.call))
+            thread = step.close([answer], keep=True).thread
+            if not thread:
                 return cast("ToolMessage | Command[Any]", answer)
-            return Command(update={"messages": [answer], LEDGER_KEY: {"dedup": entries}})
-        message = annotate(failure_message(outcome.failure, outcome.call), outcome)
-        update: dict[str, Any] = {
-            "messages": [message],
-            ERRORS_KEY: [take_error_record(message)],
-        }
-        entries = pop_ledger([message])
-        if entries:
-            update[LEDGER_KEY] = {"dedup": entries}
+            return Command(update={"messages": [answer], LEDGER_KEY: thread})
+        message = step.answer(outcome, failure_message(outcome.failure, outcome.call))
+        update: dict[str, Any] = {"messages": [message], ERRORS_KEY: [take_error_record(message)]}
+        thread = step.close([message], keep=True).thread
+        if thread:
+            update[LEDGER_KEY] = thread
         return Command(update=update)
 
     def wrap_tool_call(
@@ -182,10 +173,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._layers.guard(request, handler, self)
 
         def answer() -> Any:
-            call = self._new_call(request, rerun=RERUN.get())
+            step = self._steps(request.state)  # its turn's (invariant 8)
+            call = self._new_call(request, step, rerun=RERUN.get())
             call.run = run_with(handler, request)
             outcome = self.pipeline.run(call)
-            return with_question(self._answer(outcome), outcome)
+            return with_question(self._answer(outcome, step), outcome)
 
         if not self._asks_person(request):
             return cast("ToolMessage | Command[Any]", answer())
@@ -203,10 +195,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._layers.guard(request, handler, self)
 
         async def answer() -> Any:
-            call = self._new_call(request, rerun=RERUN.get())
+            step = self._steps(request.state)  # its turn's (invariant 8)
+            call = self._new_call(request, step, rerun=RERUN.get())
             call.arun = arun_with(handler, request, runner)
             outcome = await self.pipeline.arun(call)
-            return with_question(self._answer(outcome), outcome)
+            return with_question(self._answer(outcome, step), outcome)
 
         if not self._asks_person(request):
             return cast("ToolMessage | Command[Any]", await answer())
@@ -219,7 +212,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self, state: ResilientAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Answer, or repair and run, the calls the model could not format."""
-        return answer_invalid_calls(self.pipeline, self._agent_tools, self._carried, state)
+        return answer_invalid_calls(self.pipeline, self._agent_tools, state)
 
     async def aafter_model(
         self, state: ResilientAgentState, runtime: Runtime[Any]
@@ -237,7 +230,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         answers = [msg for msg in messages[start + 1 :] if isinstance(msg, ToolMessage)]
         ledger: Any = state.get(LEDGER_KEY) or {}
         count = int(ledger.get("rollbacks", 0) or 0)
-        replacement, new_count = rollback_update(messages, answers, count)
+        step_update = self.pipeline.loose_step.close(answers, keep=True)
+        replacement, new_count = rollback_update(messages, answers, step_update, count)
         update: dict[str, Any] = {}
         if replacement is not None:
             update["messages"] = replacement

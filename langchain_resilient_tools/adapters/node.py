@@ -29,18 +29,17 @@ from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import INVALID_KEY, expect_tools, has_native_async, thread_id_of
 from ..observe.stats import StatsSnapshot
-from ..pipeline import Outcome, Pipeline
+from ..pipeline import Outcome, Pipeline, Step
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
 from ..runtime.offload import bridged, offloaded
 from ..state.graph import ERRORS_KEY, DroppedRecordsWarning
-from .context import INPUT_TYPE, RERUN, TWINS
+from .context import INPUT_TYPE, RERUN
 from .layers import Layers
 from .node_io import HandleToolErrors
 from .node_step import StepNode
 from .review import with_question
-from .rollback import annotate, as_answered
 
 ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
 AsyncToolCallWrapper = Callable[
@@ -101,6 +100,7 @@ class ResilientToolNode(StepNode):
         self._handles_wiring = handle_tool_errors is not None  # asked for, not the default
         self._errors_key = errors_key
         self._rollbacks: dict[str, int] = {}  # per thread, when the state has no ledger
+        self._steps = {}  # the running steps, by runtime (`node_step`)
         self._errors_dropped = DroppedRecordsWarning()  # said once, when state has no key
         # A sync-only user wrapper keeps ToolNode's meaning on the async path (it is
         # called with a sync executor), so the pipeline then enters through ours too.
@@ -146,7 +146,9 @@ class ResilientToolNode(StepNode):
         self._layers.note_rerun(request, self.name or "tools")  # a node retry_policy re-ran it
         runtime = request.runtime
         config = runtime.config if runtime else None
+        step = self._steps.get(id(runtime)) or self.pipeline.loose_step  # `node_step`
         call = self.pipeline.new_call(
+            of_step=step,
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]) if isinstance(tc["args"], dict) else {},
@@ -162,9 +164,6 @@ class ResilientToolNode(StepNode):
             tool_validates=self._handle is not True,  # ToolNode's own handling decides
             rerun=RERUN.get(),  # a write a person chose to run again
         )
-        twins = TWINS.get()
-        if twins is not None:  # the step, and the first of identical calls it runs for
-            twins.place(call)
         if bad is not None:
             call.raw_args = bad.get("args")
             call.parse_error = bad.get("error") or "the arguments are not valid JSON"
@@ -199,13 +198,14 @@ class ResilientToolNode(StepNode):
         self._guard(req)
         return execute(req)
 
-    def _reply(self, outcome: Outcome) -> Any:
+    def _reply(self, outcome: Outcome, request: ToolCallRequest) -> Any:
         """The answer to a finished call: the tool's own message when the layer did
-        nothing visible to it (`as_answered`), else `_answer`'s, marked for a person
-        (`with_question`) and for the end of the step (`annotate`)."""
-        if as_answered(outcome):
+        nothing visible to it (`Step.as_answered`), else `_answer`'s, marked for a
+        person (`with_question`) and for the end of the step (`Step.answer`)."""
+        if Step.as_answered(outcome):
             return outcome.value
-        return annotate(with_question(self._answer(outcome), outcome), outcome)
+        answer = with_question(self._answer(outcome), outcome)
+        return self._step_of(request).answer(outcome, answer)
 
     def _sync_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
@@ -228,7 +228,7 @@ class ResilientToolNode(StepNode):
         return call
 
     def _wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-        return self._reply(self.pipeline.run(self._sync_call(request, execute)))
+        return self._reply(self.pipeline.run(self._sync_call(request, execute)), request)
 
     async def _awrap(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
@@ -257,4 +257,4 @@ class ResilientToolNode(StepNode):
                 return execute(offloaded(req, call, self.pipeline.env.runner))
 
             call.arun = lambda c: user(self._request_for(request, c), guarded_offloaded)
-        return self._reply(await self.pipeline.arun(call))
+        return self._reply(await self.pipeline.arun(call), request)

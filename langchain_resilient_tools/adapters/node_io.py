@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from ..core.errors import HandledByTool, for_author
 from ..core.tools import INVALID_KEY, thread_id_of
-from ..pipeline import Outcome
+from ..pipeline import Outcome, Step
 from ..state.graph import LEDGER_KEY, DroppedRecordsWarning
 from ..text.envelope import failure_message, success_message
 from .records import with_error_records
@@ -218,8 +218,9 @@ class MessageForms(ToolNode):
         input: Any,
         runtimes: list[ToolRuntime],
         config: RunnableConfig,
+        step: Step,
     ) -> Any:
-        """ToolNode's output of the step, with error records to ``tool_errors``, dedup
+        """ToolNode's output of `step`, with error records to ``tool_errors``, dedup
         entries to ``tool_ledger``, and rollbacks (see `adapters.rollback`), in the graph
         state: `input`, or the state a `Send` payload carries (each call's runtime holds
         it). Nothing to do (the hot path) when every answer is a message as the tool gave
@@ -242,6 +243,7 @@ class MessageForms(ToolNode):
         return finish_node_step(
             output,
             input,
+            step=step,
             state=state,
             messages_key=self._messages_key,
             ledger_key=LEDGER_KEY,

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt.tool_node import ToolRuntime
 
 from . import review
-from .context import INPUT_TYPE, TWINS
+from .context import INPUT_TYPE
 from .node_io import MessageForms
 
 InputType = Literal["list", "dict", "tool_calls"]
@@ -40,11 +40,9 @@ class ReviewedSteps(MessageForms):
         config: RunnableConfig,
     ) -> list[Any]:
         review.require_checkpointer(config, f"ResilientToolNode {self.name!r}")
-        step = TWINS.get()
 
         def job(i: int) -> Callable[[], Any]:
             def run() -> Any:
-                TWINS.set(step)  # in the task's own context
                 return self._run_one(tool_calls[i], input_type, runtimes[i])
 
             return run
@@ -66,12 +64,10 @@ class ReviewedSteps(MessageForms):
         config: RunnableConfig,
     ) -> list[Any]:
         review.require_checkpointer(config, f"ResilientToolNode {self.name!r}")
-        step = TWINS.get()
 
         def job(i: int) -> Callable[[], Awaitable[Any]]:
             async def run() -> Any:
                 INPUT_TYPE.set(input_type)  # in the task's own context
-                TWINS.set(step)
                 return await self._arun_one(tool_calls[i], input_type, runtimes[i])
 
             return run

@@ -24,18 +24,20 @@ from langgraph.prebuilt.tool_node import ToolCallRequest, ToolRuntime
 from langgraph.runtime import Runtime
 
 from ..core.call import Call
-from ..pipeline import Pipeline, StepTwins
+from ..pipeline import Pipeline, Step
 from ..runtime.executor import dispatch_pool
 from ..runtime.steploop import run_step, step_loop
-from .context import INPUT_TYPE, TWINS
+from .context import INPUT_TYPE
 from .node_review import ReviewedSteps
-from .rollback import annotate, as_answered
 
 
 class StepNode(ReviewedSteps):
     """The step drivers of `ResilientToolNode` (its base; not used alone)."""
 
     pipeline: Pipeline
+    _steps: dict[int, Step]
+    """The open step of each `ToolRuntime` of a running step, by the runtime's id: the
+    wrapper ToolNode calls for a call finds its step there (`adapters.node`)."""
 
     def _sync_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
@@ -43,14 +45,29 @@ class StepNode(ReviewedSteps):
         """The `Call` for `request`, run by the sync `execute` (see `adapters.node`)."""
         raise NotImplementedError
 
+    def _open_step(
+        self, tool_calls: list[ToolCall], runtimes: list[ToolRuntime], config: RunnableConfig
+    ) -> Step:
+        """The pipeline's step of `tool_calls`, found by the wrapper through each call's
+        runtime until the step is done."""
+        state = runtimes[0].state if runtimes else None
+        step = self.pipeline.open_step(tool_calls, state, config)
+        for rt in runtimes:
+            self._steps[id(rt)] = step
+        return step
+
+    def _step_of(self, request: ToolCallRequest) -> Step:
+        """The step `request` belongs to, or the pipeline's loose one (a call outside a
+        step this node runs)."""
+        return self._steps.get(id(request.runtime)) or self.pipeline.loose_step
+
     # -- drivers -------------------------------------------------------------------
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
-        step = StepTwins.of(tool_calls)
-        twins = list(step.firsts)  # the index of each call's earlier twin, if any
-        token = TWINS.set(step)
+        step = self._open_step(tool_calls, runtimes, config)
+        twins = list(step.order)  # the index of each call's earlier twin, if any
         try:
             if self._reviewed_step(tool_calls):  # a write may ask a person
                 outputs = self._reviewed(tool_calls, runtimes, twins, input_type, config)
@@ -65,9 +82,10 @@ class StepNode(ReviewedSteps):
                 outputs = run_step(loop, coro)
             else:
                 outputs = self._run_all_threaded(tool_calls, runtimes, twins, input_type, config)
-        finally:
-            TWINS.reset(token)
-        return self._step_output(outputs, input_type, input, runtimes, config)
+        finally:  # the step is closed: its runtimes no longer find it
+            for rt in runtimes:
+                self._steps.pop(id(rt), None)
+        return self._step_output(outputs, input_type, input, runtimes, config, step)
 
     def _run_all_threaded(
         self,
@@ -136,15 +154,16 @@ class StepNode(ReviewedSteps):
         call = self._sync_call(request, execute)
         call.offload = True
         outcome = await self.pipeline.arun(call, sync_callbacks=True)
-        return outcome.value if as_answered(outcome) else annotate(self._answer(outcome), outcome)
+        if Step.as_answered(outcome):
+            return outcome.value
+        return self._step_of(request).answer(outcome, self._answer(outcome))
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         tool_calls, input_type = self._parse_input(input)
         runtimes = self._runtimes(input, tool_calls, config, runtime)
         INPUT_TYPE.set(input_type)  # read by `_awrap` for sync tools; tasks copy it
-        step = StepTwins.of(tool_calls)
-        twins = list(step.firsts)
-        token = TWINS.set(step)
+        step = self._open_step(tool_calls, runtimes, config)
+        twins = list(step.order)  # the index of each call's earlier twin, if any
         try:
             if self._reviewed_step(tool_calls):  # a write may ask a person
                 outputs = await self._areviewed(tool_calls, runtimes, twins, input_type, config)
@@ -153,9 +172,10 @@ class StepNode(ReviewedSteps):
             else:
                 run = partial(_call_with_type, self._arun_one, input_type)
                 outputs = await self._arun_all(tool_calls, runtimes, twins, config, run=run)
-        finally:
-            TWINS.reset(token)
-        return self._step_output(outputs, input_type, input, runtimes, config)
+        finally:  # the step is closed: its runtimes no longer find it
+            for rt in runtimes:
+                self._steps.pop(id(rt), None)
+        return self._step_output(outputs, input_type, input, runtimes, config, step)
 
     async def _arun_all(
         self,

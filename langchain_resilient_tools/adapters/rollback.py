@@ -1,8 +1,8 @@
 """Graph-state bookkeeping of one tool step: ledger entries and rollbacks.
 
-Stages cannot write graph state; they leave what should be written on the call
-(`Call.ledger`) and the adapter's answer carries it, in the ToolMessage's
-``response_metadata``, to the end of the step, where the graph adapters write it:
+Stages cannot write graph state: what a step's end should write is in the pipeline's
+`StepUpdate` (`Step.close`, from what each answer carried: see `pipeline.step`), and
+the graph adapters write it in LangGraph's shapes:
 
 - `ResilientToolNode` (`finish_node_step`): ledger entries go to ``tool_ledger`` when
   the state has it. A rollback replaces the whole step's output: the AIMessage that
@@ -22,74 +22,17 @@ envelope stays as feedback. A step without low-quality results resets the count.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, MutableMapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.types import Command
 
-from ..core.errors import ToolErrorType
-from ..pipeline import Outcome, answered_entries, pointing_like
+from ..pipeline import Step, StepUpdate
 from ..state.graph import LEDGER_KEY
-from ..text import messages as m
-from ..text.classify import Failure
-from ..text.envelope import as_it_came
-from ..text.redact import redact
 
-LEDGER_META = "lrt_ledger"
-"""``response_metadata`` key carrying a call's ledger entries to the end of the step."""
-ROLLBACK_META = "lrt_rollback"
-"""``response_metadata`` key of a low-quality answer whose policy asks for a rollback."""
 GUIDANCE_ID_PREFIX = "lrt-rollback-"
-_MARKS = frozenset({LEDGER_META, ROLLBACK_META, "tool_error"})
-"""Metadata keys that give the end of a step something to do."""
-T = TypeVar("T")
-
-
-def wants_rollback(outcome: Outcome) -> bool:
-    failure: Failure | None = outcome.failure
-    return (
-        failure is not None
-        and failure.error is ToolErrorType.LOW_QUALITY_RESULT
-        and outcome.call.resolved.policy.results.on_low_quality == "rollback"
-    )
-
-
-def guidance(outcome: Outcome) -> str:
-    call = outcome.call
-    args = redact(json.dumps(call.args, ensure_ascii=False, default=str), limit=160)
-    reason = outcome.failure.message if outcome.failure else ""
-    return m.ROLLBACK_GUIDANCE.format(tool=call.name, args=args, reason=reason)
-
-
-def as_answered(outcome: Outcome) -> bool:
-    """Whether the answer of `outcome` is the tool's own message as it came: a healthy
-    call the layer did nothing visible to, with nothing to carry to the end of the step
-    (`success_message` and `annotate` would hand it back unchanged)."""
-    call = outcome.call
-    return outcome.failure is None and call.ledger is None and as_it_came(outcome.value, call)
-
-
-def annotate(answer: T, outcome: Outcome) -> T:
-    """`answer` (a ToolMessage) carrying the call's ledger entries and rollback wish."""
-    if not isinstance(answer, ToolMessage):
-        return answer
-    marks: dict[str, Any] = {}
-    entries = outcome.call.ledger
-    if entries:  # the entry of the call's own result points at `answer` (if it holds it)
-        marks[LEDGER_META] = answered_entries(entries, answer, outcome.call)
-    if wants_rollback(outcome):
-        marks[ROLLBACK_META] = {
-            "guidance": guidance(outcome),
-            "max": outcome.call.resolved.policy.results.max_rollbacks,
-        }
-    if not marks:
-        return answer
-    # On a copy: a healthy answer is the tool's own message, which stays as it was.
-    meta = {**answer.response_metadata, **marks}
-    return cast(T, answer.model_copy(update={"response_metadata": meta}))
 
 
 def _tool_messages(output: Any, messages_key: str) -> list[ToolMessage]:
@@ -105,24 +48,6 @@ def _tool_messages(output: Any, messages_key: str) -> list[ToolMessage]:
     return [msg for msg in items if isinstance(msg, ToolMessage)]
 
 
-def pop_ledger(messages: Sequence[ToolMessage]) -> dict[str, Any]:
-    """The ledger entries the messages carry (removed from their metadata)."""
-    entries: dict[str, Any] = {}
-    for msg in messages:
-        for key, data in (msg.response_metadata.pop(LEDGER_META, None) or {}).items():
-            old = entries.get(key)
-            if old is None:
-                entries[key] = data
-                continue
-            # The most repeats is the latest word on a key; it points at the message
-            # holding the result when the other word on it does (twins of one step).
-            newer, other = (
-                (data, old) if data.get("repeats", 0) >= old.get("repeats", 0) else (old, data)
-            )
-            entries[key] = pointing_like(newer, other)
-    return entries
-
-
 def _ledger_of(state: Any) -> Mapping[str, Any] | None:
     if isinstance(state, Mapping) and isinstance(state.get(LEDGER_KEY), Mapping):
         ledger: Mapping[str, Any] = state[LEDGER_KEY]
@@ -131,24 +56,17 @@ def _ledger_of(state: Any) -> Mapping[str, Any] | None:
 
 
 def rollback_update(
-    history: Sequence[AnyMessage], answers: Sequence[ToolMessage], count: int
+    history: Sequence[AnyMessage], answers: Sequence[ToolMessage], update: StepUpdate, count: int
 ) -> tuple[list[Any] | None, int]:
-    """Messages that undo the turn `answers` answer, and the new rollback count.
+    """Messages that undo the turn `answers` answer, as the step's `update` asks, and
+    the new rollback count.
 
     Returns ``(None, count)`` when nothing is rolled back: no answer asks for it, the
     count is at its bound (feedback stays), or the turn cannot be found.
     """
-    marks: list[Mapping[str, Any]] = [
-        mark for a in answers if isinstance(mark := a.response_metadata.get(ROLLBACK_META), Mapping)
-    ]
-    low = any(
-        (a.response_metadata.get("tool_error") or {}).get("error")
-        == ToolErrorType.LOW_QUALITY_RESULT.value
-        for a in answers
-    )
-    if not marks:
-        return None, 0 if not low else count
-    bound = min(int(mark.get("max", 0)) for mark in marks)
+    rollback = update.rollback
+    if rollback is None:
+        return None, 0 if not update.low_quality else count
     ids = {a.tool_call_id for a in answers}
     ai = next(
         (
@@ -158,7 +76,7 @@ def rollback_update(
         ),
         None,
     )
-    if count >= bound or ai is None or not ai.id:
+    if count >= rollback.bound or ai is None or not ai.id:
         return None, count
     call_ids = {tc["id"] for tc in ai.tool_calls} | {
         tc.get("id") for tc in ai.invalid_tool_calls if tc.get("id")
@@ -169,8 +87,7 @@ def rollback_update(
         for msg in history
         if isinstance(msg, ToolMessage) and msg.tool_call_id in call_ids and msg.id
     ]
-    texts = list(dict.fromkeys(str(mark["guidance"]) for mark in marks))
-    note = HumanMessage("\n".join(texts), id=GUIDANCE_ID_PREFIX + uuid.uuid4().hex[:12])
+    note = HumanMessage("\n".join(rollback.guidance), id=GUIDANCE_ID_PREFIX + uuid.uuid4().hex[:12])
     return [*removed, note], count + 1
 
 
@@ -178,6 +95,7 @@ def finish_node_step(
     output: Any,
     input: Any,
     *,
+    step: Step,
     state: Any = None,
     messages_key: str,
     ledger_key: str | None,
@@ -191,25 +109,24 @@ def finish_node_step(
     the whole step and is left to a node that runs it whole)."""
     state = input if state is None else state
     answers = _tool_messages(output, messages_key)
-    if not any(_MARKS.intersection(a.response_metadata) for a in answers):
+    step_update = step.close(answers)
+    thread = step_update.thread  # the stages' sections of ``tool_ledger``
+    if not thread and step_update.rollback is None and not step_update.low_quality:
         # Nothing to write and nothing to roll back: only a rollback count to reset.
         ledger = _ledger_of(state)
         if not memory.get(thread_id or "") and not (ledger and ledger.get("rollbacks")):
             return output
-    entries = pop_ledger(answers)
     in_graph = state is input and isinstance(input, dict) and isinstance(output, dict)
     has_ledger = bool(ledger_key) and isinstance(state, dict) and ledger_key in state
     update: dict[str, Any] = {}
-    if has_ledger and entries:
-        update["dedup"] = entries
+    if has_ledger and thread:
+        update.update(thread)
     if in_graph and not any(isinstance(v, Command) for v in output.values()):
         ledger = _ledger_of(input) if has_ledger and ledger_key == LEDGER_KEY else None
         scope = thread_id or ""
         count = int(ledger.get("rollbacks", 0) or 0) if ledger is not None else memory.get(scope, 0)
         history = input.get(messages_key, [])
-        replacement, new_count = rollback_update(history, answers, count)
-        for msg in answers:
-            msg.response_metadata.pop(ROLLBACK_META, None)
+        replacement, new_count = rollback_update(history, answers, step_update, count)
         if replacement is not None:
             output = {**output, messages_key: replacement}
         if new_count != count:
@@ -217,9 +134,6 @@ def finish_node_step(
                 update["rollbacks"] = new_count
             else:
                 memory[scope] = new_count
-    else:
-        for msg in answers:
-            msg.response_metadata.pop(ROLLBACK_META, None)
     if update and ledger_key:
         if isinstance(output, dict):
             output = {**output, ledger_key: update}

@@ -2,8 +2,9 @@
 
 Runs inside the retry stage, so ``on_low_quality="retry"`` re-runs idempotent tools (see
 `pipeline.retry.stage.should_retry`); when the attempts run out, or for ``feedback``, the model
-gets a ``low_quality_result`` envelope. ``rollback`` is carried out by the graph
-adapters (`adapters.rollback`); everywhere else it degrades to that envelope.
+gets a ``low_quality_result`` envelope. For ``rollback`` the answer carries the wish to
+the end of its step (`mark_answer`, `close_step`: a `pipeline.step.Rollback`), which the
+graph adapters carry out (`adapters.rollback`); everywhere else it degrades to that envelope.
 
 What the user configured wins over a default: the policy's own checks judge a result
 first, and only a result none of them flags meets the default error-text detection
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -28,16 +29,22 @@ from langgraph.types import Command
 
 from ..checks import Check
 from ..core.call import Call
-from ..core.errors import LowQualityResult, ToolRaised
+from ..core.errors import LowQualityResult, ToolErrorType, ToolRaised
 from ..core.policy import ResolvedPolicy
+from ..text import messages as m
 from ..text.classify import error_result
+from ..text.envelope import ERROR_META
 from ..text.redact import redact
 from ..text.truncate import text_of
 from .stage import AsyncNext, Next, Stage
+from .step import Outcome, Rollback, Step, StepUpdate
 
 logger = logging.getLogger(__name__)
 
 PREVIEW_CHARS = 200
+ROLLBACK_META = "lrt_rollback"
+"""``response_metadata`` key of a low-quality answer whose policy asks for a rollback."""
+_LOW = ToolErrorType.LOW_QUALITY_RESULT
 
 
 def preview_text(content: Any) -> str:
@@ -102,3 +109,42 @@ class ChecksStage(Stage):
         value = await call_next(call)
         judge(call, value)
         return value
+
+    def mark_answer(self, outcome: Outcome, message: ToolMessage) -> Mapping[str, Any] | None:
+        """A low-quality answer whose policy asks for a rollback carries that wish."""
+        if not wants_rollback(outcome):
+            return None
+        bound = outcome.call.resolved.policy.results.max_rollbacks
+        return {ROLLBACK_META: {"guidance": guidance(outcome), "max": bound}}
+
+    def close_step(
+        self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool
+    ) -> None:
+        marks: list[Mapping[str, Any]] = []
+        for msg in messages:
+            meta = msg.response_metadata
+            mark = meta.get(ROLLBACK_META) if keep else meta.pop(ROLLBACK_META, None)
+            if isinstance(mark, Mapping):
+                marks.append(mark)
+            if (meta.get(ERROR_META) or {}).get("error") == _LOW.value:
+                update.low_quality = True
+        if marks:
+            texts = tuple(dict.fromkeys(str(mark["guidance"]) for mark in marks))
+            update.rollback = Rollback(texts, min(int(mark.get("max", 0)) for mark in marks))
+
+
+def wants_rollback(outcome: Outcome) -> bool:
+    failure = outcome.failure
+    return (
+        failure is not None
+        and failure.error is _LOW
+        and outcome.call.resolved.policy.results.on_low_quality == "rollback"
+    )
+
+
+def guidance(outcome: Outcome) -> str:
+    """What the model is told instead of the rolled-back step."""
+    call = outcome.call
+    args = redact(json.dumps(call.args, ensure_ascii=False, default=str), limit=160)
+    reason = outcome.failure.message if outcome.failure else ""
+    return m.ROLLBACK_GUIDANCE.format(tool=call.name, args=args, reason=reason)

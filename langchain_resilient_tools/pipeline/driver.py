@@ -43,6 +43,7 @@ from .lookups import Lookups
 from .repair.stage import RepairStage
 from .retry.stage import RetryStage
 from .stage import AsyncNext, BeforeStage, Env, Next, Stage
+from .step import Outcome, Step, StepHooks
 from .validate.stage import ValidateStage
 from .verify import VerifyStage
 
@@ -73,21 +74,6 @@ STAGES: tuple[type[Stage], ...] = (
 """The stage order, outermost first. This is the only place it is written."""
 
 
-@dataclass(slots=True)
-class Outcome:
-    """A finished call: either `value` (what answered it) or `failure`."""
-
-    call: Call
-    value: Any = None
-    failure: Failure | None = None
-    event: CallEvent | None = None
-    """What the call left in the pipeline's statistics (set when it finished)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
-
-
 _REFUSED_BY = {
     "invalid_arguments": "validation",
     "malformed_call": "admission",
@@ -97,6 +83,12 @@ _REFUSED_BY = {
     "rate_limited": "rate_limit",
 }
 """Who answered a failed call that never reached the tool, by its error value."""
+
+
+def _hooks(stages: Sequence[Stage], name: str) -> tuple[Any, ...]:
+    """The bound `name` hooks of the `stages` that override it, in their order."""
+    base = getattr(Stage, name)
+    return tuple(getattr(s, name) for s in stages if getattr(type(s), name) is not base)
 
 
 def _refused_by(error: ToolErrorType | None) -> str:
@@ -209,10 +201,20 @@ class Pipeline:
         self.resolver = resolver
         # The process-wide pool, with this adapter's own abandoned-thread counts.
         runner = runner or default_runner().scoped()
-        self.env = Env(runner=runner, sync_terminal=_terminal)
+        self.env = Env(runner=runner, sync_terminal=_terminal, resolve=resolver.resolve)
         self.env.backend = as_backend(store)
         """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
         self.stages = [cls(self.env) for cls in stages]
+        self.hooks = StepHooks(
+            opens=_hooks(self.stages, "open_step"),
+            marks=_hooks(self.stages, "mark_answer"),
+            closes=_hooks(self.stages, "close_step"),
+        )
+        """The step hooks of the stages that take part in steps (`pipeline.step`)."""
+        self.loose_step = Step((), self.new_call, self.hooks)
+        """The step of calls made outside any step the adapter knows (a wrapped tool's,
+        a middleware's call outside a turn): its calls are not marked, and its answers
+        are marked and closed as any step's."""
         self._on_outcome = on_outcome
         self.observer = Observer()
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
@@ -276,6 +278,27 @@ class Pipeline:
             plan = self._plans[resolved] = _Plan(chain, achain, resolved.deadline_s)
         return plan
 
+    def open_step(
+        self,
+        tool_calls: Sequence[Mapping[str, Any]],
+        state: Any = None,
+        config: Any = None,
+        *,
+        step_id: str | None = None,
+        invalid_calls: Sequence[Mapping[str, Any]] = (),
+        tools: Mapping[str, Any] | None = None,
+    ) -> Step:
+        """The step of one model message's `tool_calls` (see `pipeline.step`): its calls
+        are made with `Step.call`, and run in the order `Step.order` asks for;
+        `invalid_calls` (with the `tools` they name) are repaired where they can be."""
+        order = (None,) * len(tool_calls)
+        step = Step(tool_calls, self.new_call, self.hooks, step_id, state, config, order=order)
+        if invalid_calls:
+            step.invalid_calls, step.tools = invalid_calls, tools or {}
+        for hook in self.hooks.opens:
+            hook(step)
+        return step
+
     def new_call(
         self,
         *,
@@ -285,10 +308,12 @@ class Pipeline:
         tool: BaseTool | None,
         valid_tools: Sequence[str] = (),
         rerun: bool = False,
+        of_step: Step | None = None,
         **fields: Any,
     ) -> Call:
         """A `Call` for `name` with its resolved policy and a fresh record; `rerun`: a
-        write whose outcome was unknown, run once more because a person chose so."""
+        write whose outcome was unknown, run once more because a person chose so;
+        `of_step`: the step the call is one of, whose stages mark it (`Step.call`)."""
         resolver = self.resolver
         resolved = resolver.for_rerun(name, tool) if rerun else resolver.resolve(name, tool)
         call = Call(
@@ -310,6 +335,9 @@ class Pipeline:
             call.record.notices.append(m.HUMAN_RERUN_NOTICE)
         plan = self._plans.get(resolved) or self._plan(resolved, name)
         _deadline.start(call, plan.budget)  # the call's own budget starts now
+        if of_step is not None:  # one of a step's calls, marked by the stages (`Step.call`)
+            for mark in of_step.marks:
+                mark(call)
         return call
 
     def run(self, call: Call) -> Outcome:

@@ -8,15 +8,18 @@ stages is written once, in `langchain_resilient_tools.pipeline.driver.STAGES`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
+
+from langchain_core.messages import ToolMessage
 
 from ..core.call import Call
 from ..core.policy import ResolvedPolicy
 from ..runtime.executor import TimedRunner
 from ..state.pertool import PerTool
 from ..state.results import ResultStore
+from .step import Outcome, Step, StepUpdate
 
 Next = Callable[[Call], Any]
 AsyncNext = Callable[[Call], Awaitable[Any]]
@@ -49,6 +52,9 @@ class Env:
     """Runs sync attempts with a deadline on persistent worker threads."""
     sync_terminal: Next
     """Executes the tool once, sync (the end of the chain)."""
+    resolve: Callable[..., ResolvedPolicy] | None = None
+    """The pipeline's policy of a tool outside a call (``resolve(name, tool)``), for a
+    stage's step hooks (`Stage.open_step`)."""
     backend: Any = None
     """The adapter's shared `StateBackend` (its ``store=``), or `None`: see `pipeline.shared`."""
     backends: dict[int, tuple[Any, Any]] = field(default_factory=dict)
@@ -80,6 +86,22 @@ class Stage:
         once per tool), so a feature that is off costs nothing on the hot path.
         """
         return True
+
+    def open_step(self, step: Step) -> None:
+        """Take part in a step before its calls are made (optional; see `pipeline.step`).
+
+        Only a stage that overrides it is asked, once per step, whatever its tools."""
+
+    def mark_answer(self, outcome: Outcome, message: ToolMessage) -> Mapping[str, Any] | None:
+        """What a call's answer carries to the end of its step (optional; metadata keys
+        of the stage's own, see `pipeline.step`)."""
+        return None
+
+    def close_step(
+        self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool
+    ) -> None:
+        """Read the stage's marks off the step's answers into `update` (optional); take
+        them off unless `keep`."""
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         return call_next(call)

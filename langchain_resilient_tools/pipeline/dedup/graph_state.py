@@ -1,8 +1,9 @@
 """The dedup ledger in graph state (``tool_ledger``): entries that point at messages.
 
 Stages cannot write graph state: `persist` leaves an entry on the call
-(`Call.ledger`) and the adapter writes it at the end of the step (see
-`adapters.rollback`). The thread's messages already hold the results, so an entry does
+(`Call.ledger`), the call's answer carries it to the end of its step (`LEDGER_META`,
+`answered_entries`), and the step's update holds it for the adapter to write
+(`take_entries`; see `pipeline.step`). The thread's messages already hold the results, so an entry does
 not copy them: an entry whose result is the content of the `ToolMessage` that answered
 its call keeps only that call's id and a few fields (`state_form`, `answered_entries`),
 and its content is read back from the message (`state_entry`). Only what the messages
@@ -15,7 +16,7 @@ write's entry still blocks a repeat, without showing the result (``done``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -25,6 +26,8 @@ from ...state.graph import LEDGER_KEY
 from ...text.truncate import truncate
 from .logic import Entry
 
+LEDGER_META = "lrt_ledger"
+"""``response_metadata`` key carrying a call's ledger entries to the end of the step."""
 STATE_CONTENT_CHARS = 8000
 """Cap on a result kept in graph state for reuse (unless `max_result_chars` is lower)."""
 
@@ -85,6 +88,24 @@ def pointing_like(data: dict[str, Any], other: Mapping[str, Any]) -> dict[str, A
     if same and "content" in data and "content" not in other and other.get("status") == "ok":
         return state_form(data, data["content"], None)
     return data
+
+
+def take_entries(messages: Sequence[ToolMessage]) -> dict[str, Any]:
+    """The ledger entries the messages carry (taken off their metadata)."""
+    entries: dict[str, Any] = {}
+    for msg in messages:
+        for key, data in (msg.response_metadata.pop(LEDGER_META, None) or {}).items():
+            old = entries.get(key)
+            if old is None:
+                entries[key] = data
+                continue
+            # The most repeats is the latest word on a key; it points at the message
+            # holding the result when the other word on it does (twins of one step).
+            newer, other = (
+                (data, old) if data.get("repeats", 0) >= old.get("repeats", 0) else (old, data)
+            )
+            entries[key] = pointing_like(newer, other)
+    return entries
 
 
 def state_entry(state: Any, key: str) -> Entry | None:

@@ -40,18 +40,22 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+
+from langchain_core.messages import ToolMessage
 
 from ...core.call import Call
 from ...core.policy import ResolvedPolicy
 from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
+from ..step import Outcome, Step, StepUpdate
 from .core import Do, Keeper, Visit
+from .graph_state import LEDGER_META, answered_entries, take_entries
 from .local import LocalLedger
 from .logic import Ledger, effective_mode
 from .shared import SharedLedger
-from .twins import Twins
+from .twins import StepTwins, Twins
 
 
 class DedupStage(Stage):
@@ -65,6 +69,30 @@ class DedupStage(Stage):
         self.local = LocalLedger()
         """This pipeline's ledger (the one that decides without a shared store)."""
         self._twins = Twins()
+
+    def open_step(self, step: Step) -> None:
+        """Identical calls of the step are one logical call (invariant 8): the first
+        runs first (`Step.order`) and each call is marked with its step and its leader."""
+        twins = StepTwins.of(step.tool_calls, step.id)
+        step.order = twins.firsts
+        step.on_call(twins.place)
+
+    def mark_answer(self, outcome: Outcome, message: ToolMessage) -> Mapping[str, Any] | None:
+        """The ledger entries the call left for the graph state, as it keeps them now
+        that `message` answers the call (`graph_state.answered_entries`)."""
+        entries = outcome.call.ledger
+        if not entries:
+            return None
+        return {LEDGER_META: answered_entries(entries, message, outcome.call)}
+
+    def close_step(
+        self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool
+    ) -> None:
+        """The entries of the step's answers, for the graph state (taken off them even
+        when `keep`: the update writes them)."""
+        entries = take_entries(messages)
+        if entries:
+            update.thread.setdefault("dedup", {}).update(entries)
 
     @property
     def clock(self) -> Callable[[], float]:

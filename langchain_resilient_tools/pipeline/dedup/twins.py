@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 
 from ...core.call import Call
 from ...core.errors import HandledByTool, ToolRaised
@@ -89,57 +89,6 @@ class StepTwins:
         call.step = self.step
         call.twin_of = self.twin_of.get(call.id)
         call.twinless = call.id not in self.grouped
-
-
-def last_turn(messages: Sequence[Any]) -> tuple[AIMessage, frozenset[str]] | None:
-    """The AIMessage whose calls run now, and the ids of its calls already answered.
-
-    Other middleware's ``after_model`` may answer some calls before the tools run (a
-    call over `ToolCallLimitMiddleware`'s limit, one a person rejected, one the model
-    could not format): their `ToolMessage`s then follow the AIMessage in the state.
-    """
-    answered: set[str] = set()
-    for message in reversed(messages):
-        if isinstance(message, ToolMessage):
-            answered.add(message.tool_call_id)
-        elif isinstance(message, AIMessage) and message.tool_calls:
-            return message, frozenset(answered)
-        else:
-            return None
-    return None
-
-
-class MessageTwins:
-    """`StepTwins` of the AIMessage a graph state ends with (the turn whose calls run
-    now), made once per message (a few recent ones are kept; thread-safe)."""
-
-    __slots__ = ("_lock", "_seen")
-
-    def __init__(self, size: int = 64) -> None:
-        self._lock = threading.Lock()
-        self._seen: LRUCache[Hashable, StepTwins] = LRUCache(size)
-
-    def __call__(self, state: Any) -> StepTwins | None:
-        messages = state.get("messages") if isinstance(state, Mapping) else None
-        turn = last_turn(messages) if isinstance(messages, list) else None
-        if turn is None:
-            return None
-        ai, answered = turn
-        calls = [tc for tc in ai.tool_calls if tc["id"] not in answered]
-        if not calls:
-            return None
-        key: Hashable = (
-            (ai.id, len(calls), answered) if ai.id else tuple(str(tc["id"]) for tc in calls)
-        )
-        with self._lock:
-            twins = self._seen.get(key)
-        if twins is None:
-            ids = (str(tc["id"]) for tc in calls)
-            step = f"message:{ai.id}" if ai.id else "calls:" + "\x1f".join(ids)
-            twins = StepTwins.of(calls, step)
-            with self._lock:
-                self._seen[key] = twins
-        return twins
 
 
 @dataclass(frozen=True, slots=True)
