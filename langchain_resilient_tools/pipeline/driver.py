@@ -220,9 +220,9 @@ class Pipeline:
         """Counts every finished call (`stats`) and exports it (OpenTelemetry, callbacks)."""
         self._plans: dict[ResolvedPolicy, _Plan] = {}
         self._said: set[str] = set()
+        """The tools whose ignored options were said (`core.ignored`)."""
         self.lookups = Lookups()
         """The reads of the adapter's tools, as checks for its writes (`learn_tools`)."""
-        """The tools whose ignored options were said (`core.ignored`)."""
 
     def learn_tools(self, tools: Mapping[str, Any]) -> None:
         """Know an adapter's tools (name to tool): its reads become the checks an
