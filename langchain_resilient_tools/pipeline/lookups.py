@@ -3,8 +3,8 @@
 After ``unknown_outcome`` the model is told to check whether the write took effect
 before it sends it again. "Check with a read" alone leaves the model to guess which read
 and with what; `Lookups` names one. It knows the reads among an adapter's tools (those
-their policies treat as reads, not idempotent writes) by their parameters, and `check_for` picks the read
-whose parameters the write's own arguments fill:
+their policies treat as reads, not idempotent writes) by their parameters, and
+`check_for` picks the read whose parameters the write's own arguments fill:
 
 - every parameter the read requires is an argument of the write, by name;
 - the two share at least one parameter, and at least one word of their names besides
