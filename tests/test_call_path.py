@@ -15,6 +15,7 @@ Every adapter, sync and async; the default policy and one that turns most stages
 
 from __future__ import annotations
 
+import asyncio
 import dis
 import inspect
 import sys
@@ -208,3 +209,69 @@ def test_the_check_fails_on_a_stage_visited_twice() -> None:
     ]:
         with pytest.raises(AssertionError):
             check_path(bad, applies)
+
+
+class ModulesEntered:
+    """The package's modules whose functions ran, on every thread (`sys.setprofile`)."""
+
+    def __init__(self) -> None:
+        self.files: set[str] = set()
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(str(PKG)):
+            self.files.add(frame.f_code.co_filename[len(str(PKG)) + 1 :])
+
+    def __enter__(self) -> ModulesEntered:
+        threading.setprofile(self.profile)
+        sys.setprofile(self.profile)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_that_repeats_nothing_enters_one_dedup_module(mode: str) -> None:
+    """Issue 44: a call alone in its step, in a graph whose state keeps no ledger and
+    with no thread, repeats nothing: dedup decides that in its stage module and enters
+    no other (its twins, ledgers, logic and graph-state modules are for calls that may
+    repeat; a thread or a ``tool_ledger`` in the state records the call there)."""
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from langchain_resilient_tools import ResilientToolNode
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("tools", ResilientToolNode([search_docs]))
+    builder.add_edge(START, "tools")
+    graph = builder.compile()
+
+    def run(call_id: str) -> Any:
+        tc = {"name": "search_docs", "args": {"query": "q"}, "id": call_id, "type": "tool_call"}
+        payload = {"messages": [AIMessage("", tool_calls=[tc])]}
+        if mode == "sync":
+            return graph.invoke(payload)
+        return asyncio.run(graph.ainvoke(payload))
+
+    run("c1")  # warm: plans made, schemas read
+    with ModulesEntered() as entered:
+        state = run("c2")
+    assert state["messages"][-1].content == "found q"
+    dedup = sorted(f for f in entered.files if f.startswith("pipeline/dedup/"))
+    assert dedup == ["pipeline/dedup/stage.py"], dedup
+
+
+def test_identical_calls_still_enter_the_twins_module(harness: Harness) -> None:
+    """The other side of the shortcut: a step that calls one tool twice looks at its
+    arguments (`pipeline.dedup.twins`), and identical calls run once."""
+    if harness.adapter == "tool":
+        pytest.skip("a wrapped tool cannot see its step's message")
+    calls = [
+        {"name": "search_docs", "args": {"query": "q"}, "id": f"t{i}", "type": "tool_call"}
+        for i in range(2)
+    ]
+    with ModulesEntered() as entered:
+        result = harness.run([search_docs], calls)
+    assert all(str(r.content).endswith("found q") for r in result.messages.values())
+    assert "pipeline/dedup/twins.py" in entered.files

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 log = logging.getLogger("langchain_resilient_tools")
@@ -69,6 +70,12 @@ class DroppedRecordsWarning:
 
 LEDGER_KEY = "tool_ledger"
 """State key of the ledger: ``{"dedup": {key: entry}, "rollbacks": n}``."""
+
+
+def has_ledger(state: Any) -> bool:
+    """Whether the graph state keeps a ledger (``tool_ledger``)."""
+    return isinstance(state, Mapping) and LEDGER_KEY in state
+
 
 LEDGER_MAX_ENTRIES = 1000
 """Dedup entries kept in graph state; the oldest are dropped first."""

@@ -26,12 +26,12 @@ from ...core.freshness import wrote
 from ...core.idempotency import key_for_call
 from ...core.key import call_key
 from ...core.policy import DedupMode
+from ...state.graph import has_ledger
 from ...text import messages as m
 from ...text.classify import classify
 from ...text.envelope import content_of, is_message_list
 from ...text.redact import redact
 from ...text.truncate import text_of
-from .graph_state import has_ledger
 from .logic import Action, Entry, Status, block_reason, effective_mode, scope_of
 from .twins import Group, Share
 

@@ -22,7 +22,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from ...core.call import Call
-from ...state.graph import LEDGER_KEY
+from ...state.graph import LEDGER_KEY, has_ledger
 from ...text.truncate import truncate
 from .logic import Entry
 
@@ -140,11 +140,6 @@ def forget_if_gone(call: Call, entry: Entry) -> None:
     messages = _messages(call.state)
     if messages is not None and answer_content(messages, entry.call_id) is _MISSING:
         entry.status, entry.content = "done", None
-
-
-def has_ledger(state: Any) -> bool:
-    """Whether the graph state keeps a dedup ledger (``tool_ledger``)."""
-    return isinstance(state, Mapping) and LEDGER_KEY in state
 
 
 def persist(call: Call, key: str, entry: Entry) -> None:

@@ -62,7 +62,9 @@ def _restore(data: Any, call: Call, now: float) -> Entry | None:
             entry.status = "failed"  # the journal settled this very write: let it run
             return entry
         owner = data.get("owner")
-        if not alive(owner if isinstance(owner, dict) else None, float(data.get("lease_until") or 0), now):
+        if not alive(
+            owner if isinstance(owner, dict) else None, float(data.get("lease_until") or 0), now
+        ):
             entry.status = _orphaned(call, entry)
             entry.told = False  # nobody told the model: its first repeat is blocked, and told
         return entry

@@ -40,13 +40,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 
 from ...core.call import Call
 from ...core.policy import ResolvedPolicy
+from ...state.graph import has_ledger
 from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
 from ..step import Outcome, Step, StepUpdate
@@ -56,6 +59,15 @@ from .local import LocalLedger
 from .logic import Ledger, effective_mode
 from .shared import SharedLedger
 from .twins import StepTwins, Twins
+
+_runs = itertools.count()
+"""Numbers the runs of a node's step (a step whose adapter knows no identity for it)."""
+
+
+def _alone(step_id: str, call: Call) -> None:
+    """Mark `call` as one of step `step_id` that has no identical call in it."""
+    call.step = step_id
+    call.twinless = True
 
 
 class DedupStage(Stage):
@@ -72,8 +84,16 @@ class DedupStage(Stage):
 
     def open_step(self, step: Step) -> None:
         """Identical calls of the step are one logical call (invariant 8): the first
-        runs first (`Step.order`) and each call is marked with its step and its leader."""
-        twins = StepTwins.of(step.tool_calls, step.id)
+        runs first (`Step.order`) and each call is marked with its step and its leader.
+        A step in which no tool is called twice (most) has no twins: its calls are
+        marked here, without looking at their arguments."""
+        step_id = step.id or f"run:{next(_runs)}"  # one run of a node's step
+        calls = step.tool_calls
+        names = [tc.get("name") for tc in calls]
+        if len(set(names)) == len(names):
+            step.on_call(partial(_alone, step_id))
+            return
+        twins = StepTwins.of(calls, step_id)
         step.order = twins.firsts
         step.on_call(twins.place)
 
@@ -109,7 +129,10 @@ class DedupStage(Stage):
 
     def _open(self, call: Call) -> tuple[Visit, Keeper, Do] | None:
         """`call`'s visit, the ledger that decides it and the first thing to do; `None`
-        when dedup has nothing to decide."""
+        when dedup has nothing to decide (decided here first for the usual call: alone
+        in its step, with no thread and no ledger in its state)."""
+        if call.twinless and not call.thread_id and not has_ledger(call.state):
+            return None  # scoped by its message, which holds nothing identical
         visit = Visit.of(call)
         if visit is None:
             return None

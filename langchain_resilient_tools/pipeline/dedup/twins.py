@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import itertools
 import threading
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
@@ -47,8 +46,6 @@ ARRIVAL_S = 2.0
 with it); a leader that never comes (refused before dedup, or held back by something
 outside the pipeline) leaves the follower to the ledger's decision after this."""
 
-_runs = itertools.count()
-
 
 @dataclass(frozen=True, slots=True)
 class StepTwins:
@@ -64,13 +61,12 @@ class StepTwins:
     """For each call, the index of the first identical call before it (`first_twins`)."""
 
     @classmethod
-    def of(cls, calls: Sequence[Mapping[str, Any]], step: str | None = None) -> StepTwins:
+    def of(cls, calls: Sequence[Mapping[str, Any]], step: str) -> StepTwins:
         """The twins of `calls` (one AIMessage's tool calls, in its order); `step`: the
-        step's identity (default: a new one, for one run of a node's step)."""
+        step's identity (one run of a node's step has one of its own: `stage.DedupStage.open_step`)."""
         # A call the model could not format has placeholder arguments until it is
         # repaired (or refused): it is nobody's twin.
         firsts = tuple(first_twins([{} if INVALID_KEY in tc else tc for tc in calls]))
-        step = step or f"run:{next(_runs)}"
         if all(j is None for j in firsts):
             return cls(step, firsts=firsts)
         ids = [str(tc.get("id") or "") for tc in calls]
