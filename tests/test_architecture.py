@@ -20,6 +20,7 @@ are one tree, in `core.errors`.
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import langchain_resilient_tools
@@ -107,6 +108,25 @@ def test_adapter_modules_stay_small() -> None:
     for path in (ROOT / "adapters").glob("*.py"):
         lines = len(path.read_text().splitlines())
         assert lines <= 260, f"{path.name} has {lines} lines"
+
+
+def test_the_node_is_a_toolnode_made_of_parts_not_a_ladder() -> None:
+    """Issue 44: `ResilientToolNode` derives from `ToolNode` itself (its parts are
+    composed: `node_calls`, `node_io`, `node_step`), and no adapter class derives from
+    another of the package's classes."""
+    import inspect
+
+    from langgraph.prebuilt import ToolNode
+
+    from langchain_resilient_tools import ResilientToolNode
+
+    assert ResilientToolNode.__bases__ == (ToolNode,)
+    for path in (ROOT / "adapters").glob("*.py"):
+        module = importlib.import_module(f"{PKG}.adapters.{path.stem}")
+        for cls in vars(module).values():
+            if inspect.isclass(cls) and cls.__module__ == module.__name__:
+                ours = [b for b in cls.__mro__[1:] if b.__module__.startswith(PKG)]
+                assert ours == [], f"{cls.__name__} derives from {ours}"
 
 
 def test_every_private_module_has_a_home() -> None:

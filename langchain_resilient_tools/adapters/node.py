@@ -2,52 +2,48 @@
 
 The pipeline enters through ToolNode's own `wrap_tool_call`/`awrap_tool_call` hooks, so
 everything ToolNode does (input forms, injection, `Command`/`Send`, interrupts) is
-untouched. A user's own wrapper still works: it runs inside the pipeline, between the
-stages and the tool. This module holds the class and its wrapper (a `Call` per tool
-call, run through `pipeline.driver.Pipeline`); its bases hold the rest:
-
-- `adapters.node_io.MessageForms`: parsing, which also answers
-  ``AIMessage.invalid_tool_calls`` (ToolNode skips them), and the answer of each call
-  (``handle_tool_errors``, the tool's own error answers, wiring bugs raised);
-- `adapters.node_step.StepNode`: the sync and async step drivers (no pool per step,
-  ``max_concurrency``, ``tool_errors``, ``tool_ledger`` and rollbacks).
+untouched; a user's own wrapper runs inside the pipeline, between the stages and the
+tool. The node opens the pipeline's `Step` of each step it runs, and is made of parts:
+`adapters.node_io` (the message forms, malformed calls too; ``handle_tool_errors``),
+`adapters.node_calls` (each call's way through the pipeline), `adapters.node_step`
+(the step drivers), `adapters.records` and `adapters.rollback` (what a step's end
+writes to the graph state: ``tool_errors``, ``tool_ledger``, a rollback).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from langchain_core.messages import AnyMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolRuntime
+from langgraph.runtime import Runtime
+from pydantic import BaseModel
 
-from ..core.call import Call
-from ..core.errors import UnknownTool
-from ..core.idempotency import keyed_request, takes_key
+from ..core.errors import for_author
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
-from ..core.tools import INVALID_KEY, expect_tools, has_native_async, thread_id_of
+from ..core.tools import expect_tools, thread_id_of
 from ..observe.stats import StatsSnapshot
-from ..pipeline import Outcome, Pipeline, Step
-from ..runtime.deadline import deadline_of
+from ..pipeline import Pipeline, Step
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_isolated
-from ..runtime.offload import bridged, offloaded
-from ..state.graph import ERRORS_KEY, DroppedRecordsWarning
-from .context import INPUT_TYPE, RERUN
+from ..runtime.steploop import run_step, step_loop
+from ..state.graph import ERRORS_KEY, LEDGER_KEY, DroppedRecordsWarning
+from .context import INPUT_TYPE
 from .layers import Layers
-from .node_io import HandleToolErrors
-from .node_step import StepNode
-from .review import with_question
-
-ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
-AsyncToolCallWrapper = Callable[
-    [ToolCallRequest, Callable[[ToolCallRequest], Awaitable[Any]]], Awaitable[Any]
-]
+from .node_calls import AsyncToolCallWrapper, NodeCalls, ToolCallWrapper
+from .node_io import ErrorAnswers, HandleToolErrors, InputType, runtimes, with_invalid_calls
+from .node_step import arun_all, arun_reviewed, run_reviewed, run_threaded
+from .records import with_error_records
+from .rollback import finish_node_step
 
 
-class ResilientToolNode(StepNode):
+class ResilientToolNode(ToolNode):
     """A drop-in `ToolNode` whose every call runs through the resilience pipeline.
 
     Args:
@@ -94,167 +90,171 @@ class ResilientToolNode(StepNode):
         store: Any = None,
     ) -> None:
         tools = expect_tools(tools, "ResilientToolNode")  # no two of one name
-        self._user_wrap = wrap_tool_call
-        self._user_awrap = awrap_tool_call
-        self._handle = True if handle_tool_errors is None else handle_tool_errors
-        self._handles_wiring = handle_tool_errors is not None  # asked for, not the default
+        self._errors = ErrorAnswers(handle_tool_errors)
         self._errors_key = errors_key
         self._rollbacks: dict[str, int] = {}  # per thread, when the state has no ledger
-        self._steps = {}  # the running steps, by runtime (`node_step`)
         self._errors_dropped = DroppedRecordsWarning()  # said once, when state has no key
+        pipeline = Pipeline(
+            PolicyResolver(policy, policies, patterns), runner=runner, store=store
+        )  # store: shared breaker/dedup/caches across workers (`state.backend`)
+        layers = Layers(pipeline.resolver, "node")  # a retry in a user's wrapper
         # A sync-only user wrapper keeps ToolNode's meaning on the async path (it is
         # called with a sync executor), so the pipeline then enters through ours too.
         use_async = awrap_tool_call is not None or wrap_tool_call is None
+        calls = NodeCalls(
+            pipeline,
+            self._errors,
+            layers,
+            self._execute_tool_sync,
+            node=name or "tools",
+            user_wrap=wrap_tool_call,
+            user_awrap=awrap_tool_call,
+        )
         super().__init__(
             tools,
             name=name,
             tags=tags,
             handle_tool_errors=False,
             messages_key=messages_key,
-            wrap_tool_call=self._wrap,
-            awrap_tool_call=self._awrap if use_async else None,
+            wrap_tool_call=calls.wrap,
+            awrap_tool_call=calls.awrap if use_async else None,
         )
-        self.pipeline = Pipeline(
-            PolicyResolver(policy, policies, patterns), runner=runner, store=store
-        )  # store: shared breaker/dedup/caches across workers (`state.backend`)
-        self._tool_names = tuple(self.tools_by_name)
+        self.pipeline = pipeline
+        self._calls = calls
+        calls.use_tools(self.tools_by_name)
         self._tool_list = list(self.tools_by_name.values())
-        check_policy_names(self.pipeline.resolver, self._tool_names)
-        self.pipeline.check_ignored(self.tools_by_name)  # a retry on a write: said; reads learnt
-        check_isolated(self.pipeline.resolver, self._tool_list)  # isolate=True needs pickling
-        resolve = self.pipeline.resolver.resolve
+        check_policy_names(pipeline.resolver, calls.names)
+        pipeline.check_ignored(self.tools_by_name)  # a retry on a write: said; reads learnt
+        check_isolated(pipeline.resolver, self._tool_list)  # isolate=True needs pickling
+        resolve = pipeline.resolver.resolve
         self._asking = frozenset(n for n, t in self.tools_by_name.items() if asking(resolve(n, t)))
-        self._keyless = frozenset(n for n, t in self.tools_by_name.items() if not takes_key(t))
-        """The tools that take no idempotency key (`core.idempotency.keyed_request`)."""
-        self._layers = Layers(self.pipeline.resolver, "node")  # a retry in a user's wrapper
-        self._layers.find(wrap_tool_call, awrap_tool_call)
-        self._layers.check(self._tool_names, self.tools_by_name)  # a write it covers: refused
+        """The node's tools whose unknown outcomes are questions for a person."""
+        layers.find(wrap_tool_call, awrap_tool_call)
+        layers.check(calls.names, self.tools_by_name)  # a write it covers: refused
 
-    def __repr__(self) -> str:
-        # ToolNode's repr prints its attributes, our bound hooks among them: recursion.
+    def __repr__(self) -> str:  # not ToolNode's, which prints our hooks: recursion
         return f"{type(self).__name__}(name={self.name!r}, tools={list(self.tools_by_name)!r})"
 
     def stats(self) -> StatsSnapshot:
         """Per-tool statistics of the calls made through this node (a snapshot)."""
         return self.pipeline.stats()
 
-    # -- the wrapper ToolNode calls for every tool call -------------------------------
+    # -- in, and the wiring bugs ToolNode raises for the graph's author --------------
 
-    def _new_call(self, request: ToolCallRequest) -> Call:
-        tc = request.tool_call
-        bad: Any = tc.get(INVALID_KEY)  # type: ignore[misc]
-        self._layers.note_rerun(request, self.name or "tools")  # a node retry_policy re-ran it
-        runtime = request.runtime
-        config = runtime.config if runtime else None
-        step = self._steps.get(id(runtime)) or self.pipeline.loose_step  # `node_step`
-        call = self.pipeline.new_call(
-            of_step=step,
-            call_id=tc["id"] or "",
-            name=tc["name"],
-            args=dict(tc["args"]) if isinstance(tc["args"], dict) else {},
-            tool=request.tool,
-            valid_tools=self._tool_names,
-            thread_id=thread_id_of(config),
-            deadline=deadline_of(config),
-            state=request.state,
-            config=config,
-            context=getattr(runtime, "context", None),
-            store=getattr(runtime, "store", None),
-            passthrough_unknown=self._user_wrap is not None or self._user_awrap is not None,
-            tool_validates=self._handle is not True,  # ToolNode's own handling decides
-            rerun=RERUN.get(),  # a write a person chose to run again
+    def _parse_input(
+        self, input: list[AnyMessage] | dict[str, Any] | BaseModel
+    ) -> tuple[list[ToolCall], InputType]:
+        calls, input_type = super()._parse_input(input)
+        return with_invalid_calls(calls, input_type, input, self._messages_key), input_type
+
+    def _inject_tool_args(
+        self, tool_call: ToolCall, tool_runtime: ToolRuntime, tool: BaseTool | None = None
+    ) -> ToolCall:
+        try:
+            return super()._inject_tool_args(tool_call, tool_runtime, tool)
+        except Exception as exc:  # e.g. InjectedStore without a store: the author's to fix
+            raise for_author(exc) from None
+
+    def _normalize_tool_response(
+        self, response: Any, tool_call: ToolCall, input_type: InputType
+    ) -> Any:
+        try:
+            return super()._normalize_tool_response(response, tool_call, input_type)
+        except (ValueError, TypeError) as exc:  # an invalid Command or return type
+            if self._errors.catches(exc):  # the author asked: the tool's error, as in ToolNode
+                raise
+            raise for_author(exc) from None
+
+    # -- the step ------------------------------------------------------------------
+
+    def _open(
+        self, input: Any, config: RunnableConfig, runtime: Runtime[Any]
+    ) -> tuple[list[ToolCall], InputType, list[ToolRuntime]]:
+        tool_calls, input_type = self._parse_input(input)
+        state_of = partial(self._extract_state, input)
+        return (
+            tool_calls,
+            input_type,
+            runtimes(tool_calls, config, runtime, state_of, self._tool_list),
         )
-        if bad is not None:
-            call.raw_args = bad.get("args")
-            call.parse_error = bad.get("error") or "the arguments are not valid JSON"
-        return call
 
-    @staticmethod
-    def _request_for(request: ToolCallRequest, call: Call) -> ToolCallRequest:
-        tc: Any = request.tool_call
-        if INVALID_KEY in tc or tc["args"] != call.args:  # repaired: run what was repaired
-            tc = {k: v for k, v in tc.items() if k != INVALID_KEY}
-            tc["args"] = call.args
-        return keyed_request(request, call, tc)
+    @property
+    def _where(self) -> str:
+        return f"ResilientToolNode {self.name!r}"
 
-    def _guard(self, request: ToolCallRequest) -> None:
-        if request.tool is None:
-            raise UnknownTool(request.tool_call["name"], self._tool_names)
+    def _reviewed(self, tool_calls: Sequence[ToolCall]) -> bool:
+        """Whether a write of the step may ask a person (`adapters.review`)."""
+        return bool(self._asking) and any(tc["name"] in self._asking for tc in tool_calls)
 
-    def _execute(
-        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any], call: Call
+    def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        tool_calls, input_type, rts = self._open(input, config, runtime)
+        with self._calls.step(tool_calls, rts, config) as step:
+
+            def one(i: int) -> Any:
+                return self._run_one(tool_calls[i], input_type, rts[i])
+
+            if self._reviewed(tool_calls):
+                outputs = run_reviewed(one, step.order, config, self._where)
+            elif len(tool_calls) <= 1:
+                outputs = [one(i) for i in range(len(tool_calls))]
+            elif (loop := step_loop()) is not None:
+                run = self._calls.run_offloaded
+
+                def offloaded(i: int) -> Any:
+                    return run(tool_calls[i], rts[i], input_type)
+
+                outputs = run_step(loop, arun_all(offloaded, step.order, config))
+            else:
+                outputs = run_threaded(one, step.order, config)
+        return self._step_output(outputs, input_type, input, rts, config, step)
+
+    async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        tool_calls, input_type, rts = self._open(input, config, runtime)
+        INPUT_TYPE.set(input_type)  # read by `NodeCalls.awrap` for sync tools; tasks copy it
+        with self._calls.step(tool_calls, rts, config) as step:
+
+            def one(i: int) -> Any:
+                return self._arun_one(tool_calls[i], input_type, rts[i])
+
+            if self._reviewed(tool_calls):
+
+                async def in_task(i: int) -> Any:
+                    INPUT_TYPE.set(input_type)  # in the task's own context
+                    return await one(i)
+
+                outputs = await arun_reviewed(in_task, step.order, config, self._where)
+            elif len(tool_calls) == 1:  # no task (and no loop turns) needed to run one call
+                outputs = [await one(0)]
+            else:
+                outputs = await arun_all(one, step.order, config)
+        return self._step_output(outputs, input_type, input, rts, config, step)
+
+    def _step_output(
+        self,
+        outputs: list[Any],
+        input_type: InputType,
+        input: Any,
+        rts: list[ToolRuntime],
+        config: RunnableConfig,
+        step: Step,
     ) -> Any:
-        """Run `call` as `request` says, with what the stages made of it (repaired
-        arguments, an idempotency key), by ToolNode's `execute` (sync or async)."""
-        tc: Any = request.tool_call
-        if (  # the hot path: nothing to change, the request runs as ToolNode made it
-            call.name in self._keyless
-            and not call.resolved.keyed
-            and INVALID_KEY not in tc
-            and tc["args"] == call.args
+        """ToolNode's output of `step`, with what its end writes to the graph state
+        (`adapters.rollback.finish_node_step`): `input`, or the state a `Send` payload
+        carries (each call's runtime holds it). Nothing to do (the hot path) when every
+        answer is a message as the tool gave it and no rollback is being counted."""
+        output = self._combine_tool_outputs(outputs, input_type)
+        state = rts[0].state if rts else input
+        if (
+            not self._rollbacks
+            and all(type(o) is ToolMessage and not o.response_metadata for o in outputs)
+            and not (isinstance(state, dict) and state.get(LEDGER_KEY))
         ):
-            return execute(request)
-        req = self._request_for(request, call)
-        self._guard(req)
-        return execute(req)
-
-    def _reply(self, outcome: Outcome, request: ToolCallRequest) -> Any:
-        """The answer to a finished call: the tool's own message when the layer did
-        nothing visible to it (`Step.as_answered`), else `_answer`'s, marked for a
-        person (`with_question`) and for the end of the step (`Step.answer`)."""
-        if Step.as_answered(outcome):
-            return outcome.value
-        answer = with_question(self._answer(outcome), outcome)
-        return self._step_of(request).answer(outcome, answer)
-
-    def _sync_call(
-        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
-    ) -> Call:
-        """The `Call` for `request`, run by the sync `execute` (through a user wrapper)."""
-
-        def bridged_execute(req: ToolCallRequest) -> Any:
-            return execute(bridged(req, call))  # an async-only tool runs its coroutine
-
-        def guarded(req: ToolCallRequest) -> Any:
-            self._guard(req)
-            return bridged_execute(req)
-
-        user = self._user_wrap
-        call = self._new_call(request)
-        if user is None:
-            call.run = partial(self._execute, request, bridged_execute)
-        else:
-            call.run = lambda c: user(self._request_for(request, c), guarded)
-        return call
-
-    def _wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
-        return self._reply(self.pipeline.run(self._sync_call(request, execute)), request)
-
-    async def _awrap(
-        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
-    ) -> Any:
-        user = self._user_awrap
-        call = self._new_call(request)
-        if user is None:
-            call.arun = partial(self._execute, request, execute)
-            tool = request.tool
-            if tool is not None and not has_native_async(tool):
-                # A sync tool runs on the pipeline's own workers, where a timed-out
-                # thread is counted and never holds up the event loop's executor.
-                input_type = INPUT_TYPE.get()
-
-                def run_sync(c: Call) -> Any:
-                    req = self._request_for(request, c)
-                    return self._execute_tool_sync(req, input_type, req.runtime.config)
-
-                call.run = run_sync
-                call.offload = True
-        else:
-
-            def guarded_offloaded(req: ToolCallRequest) -> Awaitable[Any]:
-                self._guard(req)
-                # Behind a user's wrapper a sync tool still runs on the pipeline's workers.
-                return execute(offloaded(req, call, self.pipeline.env.runner))
-
-            call.arun = lambda c: user(self._request_for(request, c), guarded_offloaded)
-        return self._reply(await self.pipeline.arun(call), request)
+            return output
+        output = with_error_records(
+            output, state, key=self._errors_key, messages_key=self._messages_key,
+            dropped=partial(self._errors_dropped.dropped, self._where),
+        )  # fmt: skip
+        return finish_node_step(
+            output, input, step=step, state=state, messages_key=self._messages_key,
+            ledger_key=LEDGER_KEY, memory=self._rollbacks, thread_id=thread_id_of(config),
+        )  # fmt: skip
