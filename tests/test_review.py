@@ -99,7 +99,9 @@ class Run:
         )
 
     def _start(self) -> Any:
-        return {"messages": [self.ai]} if self.h.adapter == "node" else {"messages": [("user", "go")]}
+        return (
+            {"messages": [self.ai]} if self.h.adapter == "node" else {"messages": [("user", "go")]}
+        )
 
     def _invoke(self, payload: Any) -> Any:
         return self.h.invoke(self.graph, payload, CONFIG)
@@ -118,7 +120,9 @@ class Run:
 
     def message(self, call_id: str) -> ToolMessage:
         found = [
-            m for m in self.out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == call_id
+            m
+            for m in self.out["messages"]
+            if isinstance(m, ToolMessage) and m.tool_call_id == call_id
         ]
         assert len(found) == 1, found
         assert not [k for k in found[0].response_metadata if k.startswith("lrt_")]  # private
@@ -220,18 +224,56 @@ def test_give_up_tells_the_model_and_writes_nothing(h: Harness) -> None:
     assert len(service.keys) == 1
 
 
-def test_an_answer_that_is_not_a_decision_is_asked_again(h: Harness) -> None:
+def test_an_answer_that_is_not_a_decision_is_refused_or_asked_again(h: Harness) -> None:
+    """A resume value the review's schema does not admit is refused by LangGraph before
+    it is saved (the question stays, and can be answered again); one the schema admits
+    but that does not make sense ("done" without its result) is asked again."""
+    from langgraph.errors import is_invalid_resume
+    from pydantic import ValidationError
+
     service = OrderService("after")
     run = Run(h, [order_tool(service)], step(ORDER))
-    run.answer({"c1": "maybe"})
-    (question,) = run.questions
-    assert "not a decision" in question.value["problem"]
+    with pytest.raises(ValidationError) as refused:
+        run.answer({"c1": "maybe"})
+    assert is_invalid_resume(refused.value)
+    (question,) = run.questions  # still pending: nothing was saved
     run.answer({"c1": {"choice": "done"}})  # "done" without the result
     (question,) = run.questions
     assert "'result'" in question.value["problem"]
     run.answer({"c1": "run_again"})
     assert run.questions == []
     assert len(service.keys) == 2
+
+
+def test_the_review_is_a_langchain_tool_approval(h: Harness) -> None:
+    """#45: the question speaks LangChain's per-call approval shape (its five keys of
+    ``ToolApprovalRequest``, and a ``response_schema`` of approve/respond/reject), so one
+    approval UI serves it; each LangChain decision means what it means there."""
+    service = OrderService("after", "after", "after")
+    calls = [tool_call("create_order", {"item": i}, id=f"a{i}") for i in ("tea", "jam", "oat")]
+    run = Run(h, [order_tool(service)], step(*calls))
+    seen: list[str] = []
+    decisions = {
+        "atea": {"type": "approve"},
+        "ajam": {"type": "respond", "message": "order o-9 for jam"},
+        "aoat": {"type": "reject", "message": "the shop is closed"},
+    }
+    while run.questions:
+        for q in run.questions:
+            value = q.value
+            assert value["type"] == "tool_approval" and value["name"] == "create_order"
+            assert {"tool_call_id", "args", "description"} <= set(value)
+            assert "Approve" in value["description"]
+            schema = str(q.response_schema)
+            assert all(t in schema for t in ("approve", "respond", "reject"))
+            assert "edit" not in schema  # another argument list would be another call
+            seen.append(value["tool_call_id"])
+        run.answer(decisions)
+    assert sorted(seen) == ["ajam", "aoat", "atea"]
+    assert run.message("atea").status == "success"  # approved: sent once more
+    assert body(run.message("aoat"))["decided_by"] == "person"
+    assert "o-9" in str(run.message("ajam").content)
+    assert len(service.keys) == 4  # three first runs, and one more for the approved one
 
 
 # -- several questions, and resumes that run nothing twice -----------------------------

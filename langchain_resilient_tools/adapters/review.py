@@ -7,13 +7,15 @@ its answer is saved with the checkpoint when it finishes, and on resume the task
 returns that answer without running the tool again. The same holds for a sibling call
 of the step, and for a write run once more because the person chose so. Then, in the
 order of the calls, each answer marked "ask a person" (`with_question`) becomes an
-``interrupt()`` whose value is an `OutcomeReview`; the resume value is a
-`HumanDecision`, which makes the call's answer (`review_each`, `settled`):
+``interrupt()`` whose value is an `OutcomeReview` (LangChain's ``ToolApprovalRequest``
+and more) and whose ``response_schema`` is `core.review.DECISION_SCHEMA`; the resume
+value is a decision, which makes the call's answer (`review_each`, `settled`):
 
-- ``run_again``: the write runs once more, with the same idempotency key (as a task,
-  so a later resume does not run it a third time); its answer is the answer;
-- ``done``: the result the person gave, marked as confirmed by a person;
-- ``give_up``: the ``unknown_outcome`` envelope, saying a person chose not to retry.
+- ``run_again`` (``approve``): the write runs once more, with the same idempotency key
+  (as a task, so a later resume does not run it a third time); its answer is the answer;
+- ``done`` (``respond``): the result the person gave, marked as confirmed by a person;
+- ``give_up`` (``reject``): the ``unknown_outcome`` envelope, saying a person chose not
+  to retry.
 
 An answer the resume value does not make sense of is asked again, with the problem.
 Tasks are told apart by the order they are started in, so the adapters start them in
@@ -34,7 +36,15 @@ from langgraph.types import Command, interrupt
 
 from ..core.errors import ToolErrorType, UsageError
 from ..core.idempotency import key_for
-from ..core.review import CHOICES, RESUME_EXAMPLE, HumanDecision, asks_person, parse_decision
+from ..core.review import (
+    CHOICES,
+    DECISION_SCHEMA,
+    RESUME_EXAMPLE,
+    HumanDecision,
+    asks_person,
+    describe,
+    parse_decision,
+)
 from ..pipeline import Outcome
 from ..state.graph import ERRORS_KEY
 from ..text.envelope import ERROR_META, confirmed_by_person, given_up_by_person
@@ -79,6 +89,8 @@ def with_question(answer: Any, outcome: Outcome) -> Any:
     if message is None or not asks_person(call):
         return answer
     message.response_metadata[QUESTION_META] = {
+        "type": "tool_approval",
+        "name": call.name,
         "kind": "unknown_outcome",
         "tool": call.name,
         "tool_call_id": call.id,
@@ -120,12 +132,13 @@ def decide(question: Mapping[str, Any]) -> HumanDecision:
     while True:
         review = {
             **question,
+            "description": describe(question),
             "seconds_ago": round(max(0.0, time.time() - question["failed_at"]), 1),
             "choices": dict(CHOICES),
             "resume_with": RESUME_EXAMPLE,
             "problem": problem,
         }
-        got = parse_decision(interrupt(review))
+        got = parse_decision(interrupt(review, response_schema=DECISION_SCHEMA))
         if isinstance(got, HumanDecision):
             return got
         problem = got
