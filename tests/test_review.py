@@ -356,3 +356,46 @@ def test_parse_decision() -> None:
     assert isinstance(parse_decision(3), str)
     assert "choices" in str(parse_decision({"choice": "later"}))
     assert "extra" in str(parse_decision({"choice": "give_up", "why": "x"})).lower()
+
+
+def test_one_approval_loop_answers_langchains_approvals_and_ours() -> None:
+    """#45: in one `create_agent`, LangChain's per-call approval of ``send_email`` and our
+    question about an order whose outcome is unknown arrive in one shape, and one loop
+    (the approval UI) answers both with LangChain's decisions."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_resilient_tools import ResilientToolsMiddleware
+    from langchain_resilient_tools.testing import ScriptedChatModel
+
+    service, counters = OrderService("after"), Counters()
+    email = tool_call("send_email", {"to": "ann@example.com"}, id="e1")
+    agent = create_agent(
+        ScriptedChatModel(script=[step(ORDER, email), AIMessage("done")]),
+        tools=[order_tool(service), *counters.tools],
+        middleware=[
+            HumanInTheLoopMiddleware(
+                interrupt_on={"send_email": {"allowed_decisions": ["approve", "reject"]}},
+                interrupt_mode="per_call",
+            ),
+            ResilientToolsMiddleware(policies={"create_order": ASK}),
+        ],
+        checkpointer=InMemorySaver(),
+    )
+    out = agent.invoke({"messages": [("user", "go")]}, CONFIG)
+    rendered: list[tuple[str, str]] = []
+    while out.get("__interrupt__"):
+        resume = {}
+        for q in out["__interrupt__"]:
+            value = q.value  # what the UI renders: one shape
+            assert value["type"] == "tool_approval"
+            assert "approve" in str(q.response_schema)
+            rendered.append((value["name"], value["tool_call_id"]))
+            resume[q.id] = {"type": "approve"}
+        out = agent.invoke(Command(resume=resume), CONFIG)
+    assert sorted(rendered) == [("create_order", "c1"), ("send_email", "e1")]
+    assert counters.emails == ["ann@example.com"]
+    assert len(service.keys) == 2  # the order was approved: sent once more, same key
+    answers = {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
+    assert answers["c1"].status == "success" and answers["e1"].status == "success"
