@@ -17,38 +17,27 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterator
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import pytest
-
-pytestmark = pytest.mark.mcp2
-
-
-def _mcp_major() -> int:
-    try:
-        return int(version("mcp").split(".")[0])
-    except (PackageNotFoundError, ValueError):
-        return 0
-
-
-if _mcp_major() < 2:
-    pytest.skip("needs mcp 2.x: make suite-mcp2", allow_module_level=True)
-try:
-    import fastmcp  # noqa: F401  (langchain.mcp needs it: the `mcp` extra of langchain)
-except ImportError:
-    pytest.skip("needs fastmcp (langchain[mcp]): make suite-mcp2", allow_module_level=True)
-
-from fastmcp import FastMCP
 from langchain_core._api import suppress_langchain_beta_warning
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import BaseTool
-from mcp.types import ToolAnnotations
+from langchain_core.tools import BaseTool, StructuredTool
 
 from langchain_resilient_tools import Output, ToolPolicy
+from langchain_resilient_tools.core.annotations import ToolHints, hints_of
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 
+# `mcp.server.mcpserver` is mcp 2.x's (1.x has `mcp.server.fastmcp`); fastmcp is what
+# langchain.mcp is built on (langchain's `mcp` extra).
+pytest.importorskip("mcp.server.mcpserver", reason="needs mcp 2.x: make suite-mcp2")
+pytest.importorskip("fastmcp", reason="needs langchain[mcp] (fastmcp): make suite-mcp2")
+
+from fastmcp import FastMCP
+from mcp.types import ToolAnnotations
+
+pytestmark = pytest.mark.mcp2
 with suppress_langchain_beta_warning():  # "langchain.mcp is in beta", once per process
     from langchain.mcp import MCPAdapter
 
@@ -104,6 +93,20 @@ def test_the_annotations_arrive_nested_in_snake_case(tools: list[BaseTool]) -> N
         "destructive_hint": True,
     }
     assert "destructiveHint" not in invoice.metadata
+    read = {t.name: hints_of(t) for t in tools}
+    assert read == {
+        "get_or_create_invoice": ToolHints(read_only=False, destructive=True),
+        "sync_report": ToolHints(read_only=True, open_world=False),
+        "create_note": None,
+    }
+
+
+def test_mcp_2s_own_annotations_object_is_read() -> None:
+    """An ``mcp.types.ToolAnnotations`` (snake_case attributes in 2.x) where `langchain.mcp`
+    puts its dict."""
+    tool = StructuredTool.from_function(lambda: "", name="sync_report", description="r")
+    tool.metadata = {"mcp": {"tool": {"annotations": ToolAnnotations(read_only_hint=True)}}}
+    assert hints_of(tool) == ToolHints(read_only=True)
 
 
 POLICY = ToolPolicy(timeout=2.0, output=Output(attach_record=True))
