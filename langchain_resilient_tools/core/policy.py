@@ -156,10 +156,10 @@ class ToolPolicy(Options):
     annotations: AnnotationTrust = "cautious"
     """How far a tool's own annotations (MCP tool annotations, in ``tool.metadata`` as
     langchain-mcp-adapters or `langchain.mcp` put them, or bare ``read_only`` /
-    ``destructive`` / ``idempotent`` keys) decide whether it is a read or a write when
-    `idempotent` is `None`. ``"cautious"`` (the
-    default): only towards more care (a tool named like a read that its server declares
-    destructive is a write; a read-only hint never makes a call retried or hedged).
+    ``destructive`` / ``idempotent`` keys: `core.annotations.hints_of`) decide whether it
+    is a read or a write when `idempotent` is `None`. ``"cautious"`` (the default): only
+    towards more care (a tool named like a read that its server declares destructive is
+    a write; a read-only hint never makes a call retried or hedged).
     ``"trust"``: both ways (``readOnlyHint: true`` makes a read, ``idempotentHint: true`` a
     write safe to repeat: retried, journaled, never hedged); for servers you trust, since
     a server can say anything. ``"ignore"``: the name alone. See `core.annotations`."""
