@@ -11,6 +11,10 @@
 #             one Python and `suite-fast` on the others; `suite-slow` is the rest
 #   dev       only create the venv and install the `dev` extra (.ci/run makes its venvs
 #             side by side with it)
+#   suite-mcp2  the tests marked `mcp2` (LangChain's own MCP adapter, `langchain.mcp`:
+#             FastMCP 4 and mcp 2.x, which the dev venv cannot have beside
+#             langchain-mcp-adapters and its mcp<2) in a venv of their own, MCP2_VENV
+#             (.venv-mcp2, the `mcp2` extra); dev-mcp2 only makes that venv
 #   serve     examples/langgraph_server under `langgraph dev` (the `dev` extra has the CLI)
 #   docs      the package with the `docs` extra: serves the documentation site (mkdocs serve);
 #             docs-build builds it strictly (lint does too)
@@ -30,8 +34,12 @@ CORE_STAMP     := $(VENV)/.installed-core
 NOTEBOOK_STAMP := $(VENV)/.installed-notebook
 DEV_STAMP      := $(VENV)/.installed
 DOCS_STAMP     := $(VENV)/.installed-docs
+MCP2_STAMP     := $(VENV)/.installed-mcp2
+MCP2_VENV  ?= .venv-mcp2
+MCP2_TESTS := tests/test_mcp_langchain.py
 
-.PHONY: demo notebook dev test suite suite-fast suite-slow lint bench serve docs docs-build clean
+.PHONY: demo notebook dev test suite suite-fast suite-slow suite-mcp2 dev-mcp2 lint bench serve \
+	docs docs-build clean
 
 # $(call install,REQUIREMENTS): with the venv's uv, else (no uv, UV=0, or uv failed) pip.
 define install
@@ -85,6 +93,18 @@ suite-slow: $(DEV_STAMP)
 
 test: lint suite
 
+# The mcp2 targets run in MCP2_VENV: make calls itself with VENV set to it. One file, one
+# process (its dozen tests each wait on one real timeout: xdist would cost more than it saves).
+$(MCP2_STAMP): pyproject.toml | $(VENV_STAMP)
+	$(call install,-e '.[mcp2]')
+	touch $(MCP2_STAMP)
+
+dev-mcp2:
+	$(MAKE) --no-print-directory $(MCP2_VENV)/.installed-mcp2 VENV=$(MCP2_VENV)
+
+suite-mcp2: dev-mcp2
+	$(MCP2_VENV)/bin/python -m pytest -q -n 0 -m mcp2 $(MCP2_TESTS)
+
 bench: $(DEV_STAMP)
 	$(PY) -m bench
 
@@ -102,4 +122,4 @@ docs-build: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir $(VENV)/site
 
 clean:
-	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-3.* $(MCP2_VENV) .pytest_cache .mypy_cache .ruff_cache

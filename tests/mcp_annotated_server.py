@@ -40,6 +40,11 @@ def build() -> FastMCP:
         """An invoice, created when missing (named like a read; declared destructive)."""
         return await _run("get_or_create_invoice", key)
 
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def sync_report(key: str) -> str:
+        """The sync report (read-only; its name reads as neither a read nor a write)."""
+        return await _run("sync_report", key)
+
     @server.tool(annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True))
     async def set_status(key: str) -> str:
         """Sets a status: a write whose repeat changes nothing (declared idempotent)."""

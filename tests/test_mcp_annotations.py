@@ -194,7 +194,8 @@ async def on_server(
 
 def calls(run: str, stall: Sequence[str]) -> list[dict[str, Any]]:
     """One call of each tool; those in `stall` hang on their first execution."""
-    names = ("git_log", "get_or_create_invoice", "set_status", "get_weather", "create_note")
+    names = ("git_log", "get_or_create_invoice", "sync_report", "set_status", "get_weather",
+             "create_note")  # fmt: skip
     return [
         tool_call(n, {"key": f"stall-{run}" if n in stall else f"k-{run}"}, id=n) for n in names
     ]
@@ -216,7 +217,7 @@ def outcome(message: ToolMessage) -> tuple[str, int, str, str]:
 POLICY = ToolPolicy(timeout=4.0, output=Output(attach_record=True))
 """4 s per attempt: a stalled call (60 s) times out, while a healthy call over stdio on a
 loaded machine (it once took over 1 s under a full suite beside it) does not."""
-STALLED = ("git_log", "get_or_create_invoice", "set_status")
+STALLED = ("git_log", "get_or_create_invoice", "sync_report", "set_status")
 
 
 async def test_annotations_decide_through_every_adapter(harness: Harness) -> None:
@@ -238,15 +239,17 @@ async def test_annotations_decide_through_every_adapter(harness: Harness) -> Non
     assert {k: outcome(m) for k, m in cautious.items()} == {
         "git_log": ("unknown_outcome", 1, "write", "name"),
         "get_or_create_invoice": ("unknown_outcome", 1, "write", "annotations"),
+        "sync_report": ("unknown_outcome", 1, "write", "name"),
         "set_status": ("unknown_outcome", 1, "write", "name"),
         "get_weather": ("get_weather ran 1 time(s)", 1, "read", "name"),
         "create_note": ("create_note ran 1 time(s)", 1, "write", "name"),
     }
-    # "trust": git_log, declared read-only, is a read (retried); set_status, declared
-    # idempotent, a write that is safe to repeat (retried too).
+    # "trust": git_log and sync_report, declared read-only, are reads (retried);
+    # set_status, declared idempotent, a write that is safe to repeat (retried too).
     assert {k: outcome(m) for k, m in trusted.items()} == {
         "git_log": ("git_log ran 2 time(s)", 2, "read", "annotations"),
         "get_or_create_invoice": ("unknown_outcome", 1, "write", "annotations"),
+        "sync_report": ("sync_report ran 2 time(s)", 2, "read", "annotations"),
         "set_status": ("set_status ran 2 time(s)", 2, "idempotent_write", "annotations"),
         "get_weather": ("get_weather ran 1 time(s)", 1, "read", "name"),
         "create_note": ("create_note ran 1 time(s)", 1, "write", "name"),

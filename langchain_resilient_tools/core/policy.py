@@ -154,10 +154,12 @@ class ToolPolicy(Options):
     MCP annotations (``readOnlyHint``, ``idempotentHint``, ...) decide before its name,
     as far as `annotations` trusts them."""
     annotations: AnnotationTrust = "cautious"
-    """How far a tool's own annotations (MCP tool annotations, in ``tool.metadata``) decide
-    whether it is a read or a write when `idempotent` is `None`. ``"cautious"`` (the
-    default): only towards more care (a tool named like a read that its server declares
-    destructive is a write; a read-only hint never makes a call retried or hedged).
+    """How far a tool's own annotations (MCP tool annotations, in ``tool.metadata`` as
+    langchain-mcp-adapters or `langchain.mcp` put them, or bare ``read_only`` /
+    ``destructive`` / ``idempotent`` keys: `core.annotations.hints_of`) decide whether it
+    is a read or a write when `idempotent` is `None`. ``"cautious"`` (the default): only
+    towards more care (a tool named like a read that its server declares destructive is
+    a write; a read-only hint never makes a call retried or hedged).
     ``"trust"``: both ways (``readOnlyHint: true`` makes a read, ``idempotentHint: true`` a
     write safe to repeat: retried, journaled, never hedged); for servers you trust, since
     a server can say anything. ``"ignore"``: the name alone. See `core.annotations`."""
@@ -475,6 +477,15 @@ class PolicyResolver:
                 ) from exc
             hit = self._cache[tool_name] = ResolvedPolicy(merged, tool_name, hints)
             self._reruns.pop(tool_name, None)
+            if hints is not None and hints.set_aside:
+                log.warning(
+                    "%r declares annotations in several places that disagree: read from "
+                    "%s (the most careful), set aside: %s (ToolPolicy(idempotent=...) "
+                    "decides explicitly)",
+                    tool_name,
+                    hints.source,
+                    "; ".join(hints.set_aside),
+                )
             if hit.classified_by == "name" and set_aside(
                 infer_idempotent(tool_name), hints, merged.annotations
             ):
