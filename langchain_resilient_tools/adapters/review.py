@@ -34,17 +34,10 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, interrupt
 
+from ..core import review as asked
 from ..core.errors import ToolErrorType, UsageError
 from ..core.idempotency import key_for
-from ..core.review import (
-    CHOICES,
-    DECISION_SCHEMA,
-    RESUME_EXAMPLE,
-    HumanDecision,
-    asks_person,
-    describe,
-    parse_decision,
-)
+from ..core.review import HumanDecision, asks_person, parse_decision
 from ..pipeline import Outcome
 from ..state.graph import ERRORS_KEY
 from ..text.envelope import ERROR_META, confirmed_by_person, given_up_by_person
@@ -132,13 +125,13 @@ def decide(question: Mapping[str, Any]) -> HumanDecision:
     while True:
         review = {
             **question,
-            "description": describe(question),
+            "description": asked.describe(question),
             "seconds_ago": round(max(0.0, time.time() - question["failed_at"]), 1),
-            "choices": dict(CHOICES),
-            "resume_with": RESUME_EXAMPLE,
+            "choices": dict(asked.CHOICES),
+            "resume_with": asked.RESUME_EXAMPLE,
             "problem": problem,
         }
-        got = parse_decision(interrupt(review, response_schema=DECISION_SCHEMA))
+        got = parse_decision(interrupt(review, response_schema=asked.DECISION_SCHEMA))
         if isinstance(got, HumanDecision):
             return got
         problem = got
