@@ -290,6 +290,31 @@ def pg_url(postgres_server: str) -> str:
     return postgres_server
 
 
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    """One throwaway Redis server for the whole session (`tests.redis_server`), its URL;
+    the tests that need it skip, with the reason, only when it cannot start."""
+    from tests import redis_server
+
+    server = redis_server.start()
+    if isinstance(server, str):
+        pytest.skip(f"no Redis server: {server}")
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> str:
+    """The session's Redis URL, emptied for this test (``FLUSHALL``)."""
+    import redis
+
+    with redis.Redis.from_url(redis_server) as client:
+        client.flushall()
+    return redis_server
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[str]:
     """A path for a SQLite checkpoints file, in the test's own folder."""

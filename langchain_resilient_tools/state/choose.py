@@ -1,5 +1,8 @@
-"""The backend for an adapter's ``store=``: in-process, a LangGraph store, Postgres or
-SQLite; and the backend in a checkpointer's own database (for the write journal)."""
+"""The backend for an adapter's ``store=``: in-process, a LangGraph store, Postgres,
+SQLite or Redis; and the backend in a checkpointer's own database (for the write journal).
+
+Optional packages (psycopg, redis-py, ``langgraph-checkpoint-redis``) are recognized by
+their classes' module names and imported only when one of their objects is given."""
 
 from __future__ import annotations
 
@@ -32,12 +35,37 @@ def _sqlite_file(store_or_saver: Any) -> str | None:
     return database_file(getattr(store_or_saver, "conn", None))
 
 
+_REDIS_STORES = ("langgraph.store.redis", "langgraph.checkpoint.redis")
+"""``langgraph-checkpoint-redis``: its stores and savers keep their client as ``_redis``."""
+
+
+def redis_client(obj: Any) -> Any:
+    """The redis-py client of `obj`: a client itself (``redis.Redis``, ``RedisCluster``,
+    ``redis.asyncio.Redis``), or the client of a ``langgraph-checkpoint-redis`` store or
+    saver; `None` for anything else."""
+    if _is_a(obj, ("redis.",), "Redis") or _is_a(obj, ("redis.",), "RedisCluster"):
+        return obj
+    if _is_a(obj, _REDIS_STORES):
+        return getattr(obj, "_redis", None)
+    return None
+
+
 def as_backend(store: Any, *, clock: Callable[[], float] = time.time) -> StateBackend | None:
-    """The backend for an adapter's ``store=`` argument (`None` stays in-process)."""
+    """The backend for an adapter's ``store=`` argument (`None` stays in-process). A
+    Redis client or store gets a `state.redis.RedisBackend`, timed by the server's clock
+    (`clock` is for the other backends)."""
     if store is None or isinstance(store, StateBackend):
         return store
+    client = redis_client(store)
+    if client is not None:
+        from .redis import RedisBackend
+
+        return RedisBackend(client)
     if not isinstance(store, BaseStore):
-        raise UsageError("store must be a langgraph BaseStore (or a StateBackend)")
+        raise UsageError(
+            "store must be a langgraph BaseStore, a redis-py client (redis.Redis) or a "
+            f"StateBackend, not {type(store).__name__}"
+        )
     path = _sqlite_file(store)
     if path is not None:
         from .sqlite import SqliteBackend
@@ -53,7 +81,8 @@ def as_backend(store: Any, *, clock: Callable[[], float] = time.time) -> StateBa
 
 
 def is_durable(backend: StateBackend) -> bool:
-    """Whether what `backend` keeps outlives this process (a database, not memory)."""
+    """Whether what `backend` keeps outlives this process and a restart of its server
+    (a database, not memory; Redis only when its ``durable=True`` says so)."""
     if isinstance(backend, MemoryBackend):
         return False
     if isinstance(backend, StoreBackend):
@@ -63,9 +92,23 @@ def is_durable(backend: StateBackend) -> bool:
     return bool(getattr(backend, "durable", True))
 
 
+def kept_in(backend: StateBackend) -> str | None:
+    """Where `backend` keeps state when it outlives this process but a restart of its
+    server may lose the last writes (a `state.redis.RedisBackend` not marked durable):
+    e.g. ``"Redis at 10.0.0.5:6379 (db 0)"``; `None` for every other backend."""
+    where = getattr(backend, "where", None)
+    return where if isinstance(where, str) and not is_durable(backend) else None
+
+
 def checkpointer_backend(saver: Any) -> StateBackend | None:
     """A backend in the database of checkpointer `saver`, when it has one we can reach
-    (``SqliteSaver``, ``PostgresSaver`` and their async kinds); `None` otherwise."""
+    (``SqliteSaver``, ``PostgresSaver``, ``RedisSaver`` and their async kinds); `None`
+    otherwise."""
+    client = redis_client(saver)
+    if client is not None:
+        from .redis import RedisBackend
+
+        return RedisBackend(client)
     path = _sqlite_file(saver)
     if path is not None:
         from .sqlite import SqliteBackend

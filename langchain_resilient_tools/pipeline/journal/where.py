@@ -8,6 +8,13 @@ or this pipeline's memory for an ``InMemorySaver``: both are lost with the proce
 the checkpoints are, so they protect within one process only). A write in a
 checkpointed graph with nowhere durable to keep its journal (e.g. an async-only
 checkpointer and no store) runs unjournaled, with a one-time warning naming the fix.
+
+Redis (a client or ``langgraph-checkpoint-redis`` store as ``store=``, the graph's
+``RedisStore``, a ``RedisSaver``) outlives the worker but may lose its last writes when
+the Redis server restarts: when nothing more durable is there, the journal keeps its
+records in Redis and says so once per tool and server (`JOURNAL_IN_REDIS`), naming what
+that promises and the fix; a ``RedisBackend(client, durable=True)`` (a Redis that fsyncs
+every write) is durable and is used without a word.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from typing import Any
 
 from ...core.call import Call
 from ...state.backend import MemoryBackend, StateBackend
-from ...state.choose import as_backend, checkpointer_backend, is_durable
+from ...state.choose import as_backend, checkpointer_backend, is_durable, kept_in
 from ..stage import Env
 
 log = logging.getLogger(__name__)
@@ -34,6 +41,17 @@ NO_DURABLE_JOURNAL = (
     "journal: if this worker dies mid-call, a resume may run it again. Give the graph or "
     "the adapter a durable store (PostgresStore, SqliteStore), or use SqliteSaver / "
     "PostgresSaver; ToolPolicy(journal=False) silences this."
+)
+JOURNAL_IN_REDIS = (
+    "%s is a write whose journal is kept in %s, which outlives this worker (a resume "
+    "after the worker dies answers the write from its receipt) but acknowledges writes "
+    "before they are on disk: if the Redis server itself restarts, the last records "
+    "(up to a second with appendfsync everysec, minutes with snapshots alone) can be "
+    "lost, and a resume may then run the write again. For a journal that survives that, "
+    "give the graph a durable checkpointer (SqliteSaver, PostgresSaver) or store "
+    "(PostgresStore, SqliteStore); if this Redis fsyncs every write (appendonly yes, "
+    "appendfsync always), say so: store=RedisBackend(client, durable=True) "
+    "(langchain_resilient_tools.state.redis)."
 )
 
 
@@ -74,6 +92,9 @@ def journal_backend(env: Env, call: Call, made: Made) -> StateBackend | None:
         if is_durable(backend):
             return backend
     if candidates:
+        where = kept_in(candidates[0])
+        if where is not None:
+            _say_once(f"{call.name}@{where}", JOURNAL_IN_REDIS, call.name, where)
         return candidates[0]
     if saver is None:
         return None  # no checkpointer: nothing can resume this call after a crash
@@ -87,9 +108,12 @@ def journal_backend(env: Env, call: Call, made: Made) -> StateBackend | None:
 
 
 def _warn_once(call: Call, saver: Any) -> None:
-    key = f"{call.name}:{type(saver).__name__}"
+    _say_once(f"{call.name}:{type(saver).__name__}", NO_DURABLE_JOURNAL, call.name, type(saver).__name__)  # fmt: skip
+
+
+def _say_once(key: str, message: str, *args: Any) -> None:
     with _lock:
         if key in _warned:
             return
         _warned.add(key)
-    log.warning(NO_DURABLE_JOURNAL, call.name, type(saver).__name__)
+    log.warning(message, *args)
