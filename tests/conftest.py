@@ -70,9 +70,11 @@ class Harness:
         script: Sequence[AIMessage] | None = None,
         store: Any = None,
         interrupt_before: Sequence[str] | None = None,
+        adapter_store: Any = None,
     ) -> Any:
-        """`store` becomes the graph's store (``runtime.store``); `interrupt_before` is
-        LangGraph's (e.g. ``["tools"]``: the run stops before the tools' step)."""
+        """`store` becomes the graph's store (``runtime.store``), `adapter_store` the
+        adapters' own ``store=``; `interrupt_before` is LangGraph's (e.g. ``["tools"]``:
+        the run stops before the tools' step)."""
         self.adapters = []  # stats() reads the adapters of this build only
         if self.adapter == "middleware":
             from langchain.agents import create_agent
@@ -86,7 +88,10 @@ class Harness:
                 middleware=[
                     self._keep(
                         ResilientToolsMiddleware(
-                            policy=policy, policies=policies, patterns=patterns
+                            policy=policy,
+                            policies=policies,
+                            patterns=patterns,
+                            store=adapter_store,
                         )
                     )
                 ],
@@ -96,11 +101,20 @@ class Harness:
             )
         if self.adapter == "node":
             node: Any = self._keep(
-                ResilientToolNode(tools, policy=policy, policies=policies, patterns=patterns)
+                ResilientToolNode(
+                    tools,
+                    policy=policy,
+                    policies=policies,
+                    patterns=patterns,
+                    store=adapter_store,
+                )
             )
         else:
             resolver = PolicyResolver(policy, policies, patterns)
-            wrapped = [ResilientTool.wrap(t, policy=resolver.resolve(t.name).policy) for t in tools]
+            wrapped = [
+                ResilientTool.wrap(t, policy=resolver.resolve(t.name).policy, store=adapter_store)
+                for t in tools
+            ]
             self.adapters.extend(wrapped)
             node = ToolNode(wrapped, handle_tool_errors=True)
         graph = StateGraph(ResilientToolsState)
@@ -220,6 +234,8 @@ LONGEST_FIRST = (
     "tests/test_crash_safety.py",
     "tests/reliability/test_fault_injection.py",
     "tests/test_mcp_reference.py",
+    "tests/test_backends_workers.py",
+    "tests/test_backends_redis.py",
     "tests/test_backends_postgres.py",
     "tests/test_mcp_annotations.py",
     "tests/test_mcp.py",
@@ -277,7 +293,7 @@ def postgres_server() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def pg_url(postgres_server: str) -> str:
     """The session's PostgreSQL URL, with LangGraph's tables (its checkpointer's and its
-    store's) set up once, and the ``executions`` table `tests._pg_workers` counts in.
+    store's) set up once, and the ``executions`` table `tests._store_workers` counts in.
     What a test puts in the database is its own business (the server is shared by the
     whole session)."""
     import psycopg

@@ -218,6 +218,7 @@ def graph_store(request: pytest.FixtureRequest) -> Any:
     request.addfinalizer(kept_there)
     return RedisStore(client)
 
+
 BREAKER = ToolPolicy(
     breaker=BreakerPolicy(failure_threshold=2, recovery_time=30),
     retry=RetryPolicy(max_attempts=1),

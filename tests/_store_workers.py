@@ -1,16 +1,21 @@
-"""Worker processes for the PostgreSQL tests: each builds its own graph on one store.
+"""Worker processes for the shared-state tests: each builds its own graph on one store.
 
 Run under ``multiprocessing`` spawn: nothing is shared with the test process but the
-database. Every tool execution is counted in the ``executions`` table.
+server at `url`: PostgreSQL (the adapter's store is a ``PostgresStore`` on a connection
+of the worker's own; executions counted in the ``executions`` table) or Redis (the
+adapter's store is a ``redis.Redis`` client; executions counted at ``executions:TOOL``).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+import redis
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.graph import END, START, StateGraph
@@ -35,8 +40,34 @@ POLICY = ToolPolicy(
 
 
 def _record(url: str, tool: str) -> None:
+    if url.startswith("redis"):
+        with redis.Redis.from_url(url) as client:
+            client.incr(f"executions:{tool}")
+        return
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO executions (tool) VALUES (%s)", (tool,))
+
+
+def executions(url: str, tool: str) -> int:
+    """How many times `tool` ran, in every worker on the server at `url`."""
+    if url.startswith("redis"):
+        with redis.Redis.from_url(url) as client:
+            return int(client.get(f"executions:{tool}") or 0)
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM executions WHERE tool = %s", (tool,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@contextmanager
+def shared_store(url: str) -> Iterator[Any]:
+    """The adapter's ``store=`` of one worker: its own connection to the server."""
+    if url.startswith("redis"):
+        with redis.Redis.from_url(url) as client:
+            yield client
+        return
+    with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
+        yield PostgresStore(conn)
 
 
 def _tools(url: str, fail: bool, delay: float) -> list[StructuredTool]:
@@ -60,8 +91,7 @@ def _tools(url: str, fail: bool, delay: float) -> list[StructuredTool]:
 def run(url: str, calls: list[dict[str, Any]], fail: bool, delay: float, barrier: Any) -> str:
     """One worker: its own store connection, adapter and graph; answers as JSON."""
     set_testing(True)
-    with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
-        store = PostgresStore(conn)
+    with shared_store(url) as store:
         node = ResilientToolNode(_tools(url, fail, delay), policy=POLICY, store=store)
         graph = StateGraph(ResilientToolsState)
         graph.add_node("tools", node)
