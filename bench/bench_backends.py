@@ -3,8 +3,10 @@
 One `ResilientTool` with a breaker, dedup (reuse) and a result cache, invoked directly
 (sync) with fresh arguments each call, so that every call does the full bookkeeping:
 dedup claim + outcome write, cache read + write, breaker read. Backends: in-process (the
-default), LangGraph's ``InMemoryStore``, and ``PostgresStore`` on a throwaway local
-cluster (skipped if PostgreSQL cannot start). Also times the raw backend operations.
+default), LangGraph's ``InMemoryStore``, ``PostgresStore`` on a throwaway local cluster
+and a ``redis.Redis`` client on a throwaway local ``redis-server`` (each skipped if its
+server cannot start). Also times the raw backend operations (and, where the backend
+shares limits, one token-bucket decision).
 Prints a table and writes ``bench/results/backends.json``.
 """
 
@@ -23,6 +25,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import BreakerPolicy, Cache, ResilientTool, ToolPolicy
 from langchain_resilient_tools.state.choose import as_backend
+from langchain_resilient_tools.state.limits import supports_limits
 
 from . import _util
 
@@ -58,6 +61,29 @@ def _postgres() -> Iterator[Any]:
         cluster.stop()
 
 
+@contextmanager
+def _redis() -> Iterator[Any]:
+    """A redis-py client of a throwaway server, or `None` (with the reason printed)."""
+    try:
+        import redis
+
+        from tests import redis_server
+    except ImportError as exc:
+        print(f"redis: skipped ({exc})", file=sys.stderr)
+        yield None
+        return
+    server = redis_server.start()
+    if isinstance(server, str):
+        print(f"redis: skipped ({server})", file=sys.stderr)
+        yield None
+        return
+    try:
+        with redis.Redis.from_url(server.url) as client:
+            yield client
+    finally:
+        server.stop()
+
+
 def _per_call_us(fn: Callable[[int], Any], calls: int, rounds: int) -> tuple[float, list[float]]:
     per_round = []
     base = 0
@@ -88,6 +114,9 @@ def _op_us(store: Any, calls: int, rounds: int) -> dict[str, float]:
         "get": lambda i: backend.get(ns, str(i)),
         "claim": lambda i: backend.claim(ns, f"c{i}", 1, ttl=60),
     }
+    if supports_limits(backend):
+        take = backend.take_token  # type: ignore[attr-defined]
+        ops["take_token"] = lambda i: take(ns, rate=1e9, burst=1e9)
     return {name: round(_per_call_us(fn, calls, rounds)[0], 2) for name, fn in ops.items()}
 
 
@@ -96,9 +125,11 @@ def run(calls: int = 300, rounds: int = 5) -> dict[str, Any]:
     plain = StructuredTool.from_function(get_value)
     rows["tool_alone"] = {"us_per_call": round(_per_call_us(lambda i: plain.invoke({"x": i}), calls, rounds)[0], 2)}  # fmt: skip
     stores: dict[str, Any] = {"in_process": None, "inmemorystore": InMemoryStore()}
-    with _postgres() as pg_store:
+    with _postgres() as pg_store, _redis() as redis_client:
         if pg_store is not None:
             stores["postgres"] = pg_store
+        if redis_client is not None:
+            stores["redis"] = redis_client
         for name, store in stores.items():
             median, per_round = _per_call_us(_tool_fn(store), calls, rounds)
             rows[name] = {"us_per_call": round(median, 2), "per_round": [round(x, 2) for x in per_round]}  # fmt: skip
@@ -115,8 +146,9 @@ def table(result: dict[str, Any]) -> str:
     for name, row in result["rows"].items():
         ops = row.get("ops_us", {})
         rows.append([name, row["us_per_call"], row.get("added_vs_in_process_us", ""),
-                     ops.get("get", ""), ops.get("put", ""), ops.get("claim", "")])  # fmt: skip
-    headers = ["backend", "us/call", "added us", "get us", "put us", "claim us"]
+                     ops.get("get", ""), ops.get("put", ""), ops.get("claim", ""),
+                     ops.get("take_token", "")])  # fmt: skip
+    headers = ["backend", "us/call", "added us", "get us", "put us", "claim us", "token us"]
     return _util.format_table(headers, rows)
 
 

@@ -201,9 +201,11 @@ def _backends(data: dict[str, Any]) -> str:
         rows.append(
             [name, f"{r['us_per_call']:.0f}",
              "" if "added_vs_in_process_us" not in r else f"{r['added_vs_in_process_us']:+.0f}",
-             " / ".join(f"{ops[k]:.0f}" for k in ("put", "get", "claim") if k in ops)]
+             " / ".join(f"{ops[k]:.0f}" for k in ("put", "get", "claim") if k in ops),
+             f"{ops['take_token']:.0f}" if "take_token" in ops else ""]
         )  # fmt: skip
-    headers = ["backend", "µs/call", "added µs vs in-process", "put / get / claim µs"]
+    headers = ["backend", "µs/call", "added µs vs in-process", "put / get / claim µs",
+               "token bucket µs"]  # fmt: skip
     return f"Policy: {data['backends']['policy']}.\n\n" + _table(headers, rows)
 
 

@@ -63,7 +63,11 @@ def _with_code(lang: str) -> list[Path]:
 @pytest.mark.parametrize(
     "page", [p for p in _with_code("python") if _rel(p) not in RUN_ELSEWHERE], ids=_rel
 )
-def test_page_examples_run(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_page_examples_run(
+    page: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    if "REDIS_URL" in page.read_text():  # its examples run on a throwaway Redis server
+        monkeypatch.setenv("REDIS_URL", request.getfixturevalue("redis_url"))
     # A module of its own in sys.modules, as a user's script is: type hints that name the
     # page's imports (a state's `Annotated[...]` fields) resolve in it.
     module = types.ModuleType("docs_example")

@@ -61,9 +61,9 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         policies: ``{tool_name: ToolPolicy}``, overriding fields of `policy` per tool.
         patterns: ``{fnmatch_pattern: ToolPolicy}``, defaults by tool name (e.g.
             ``"search_*"``) between `policy` and `policies`; see `PolicyResolver`.
-        store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which breakers,
-            dedup ledger and caches are shared by every worker; `None` keeps them
-            in-process (see `Shared.backend`).
+        store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) or a ``redis.Redis``
+            client in which breakers, dedup ledger and caches are shared by every
+            worker; `None` keeps them in-process (see `Shared.backend`).
     """
 
     state_schema = ResilientAgentState

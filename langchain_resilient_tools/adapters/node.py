@@ -52,9 +52,9 @@ class ResilientToolNode(ToolNode):
         policies: ``{tool_name: ToolPolicy}``, overriding fields of `policy` per tool.
         patterns: ``{fnmatch_pattern: ToolPolicy}``, defaults by tool name (e.g.
             ``"search_*"``) between `policy` and `policies`; see `PolicyResolver`.
-        store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which breakers,
-            dedup ledger and caches are shared by every worker; `None` keeps them
-            in-process (see `Shared.backend`).
+        store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) or a ``redis.Redis``
+            client in which breakers, dedup ledger and caches are shared by every
+            worker; `None` keeps them in-process (see `Shared.backend`).
         handle_tool_errors: As in `ToolNode`, for an exception that came from a tool or
             from its own argument validation: `None` (default) and `True` answer with
             the error envelope; `False` re-raises it (`ToolInvocationError` for bad

@@ -79,8 +79,9 @@ class ResilientTool(BaseTool):
     ) -> ResilientTool:
         """Wrap a `BaseTool` or a plain function (made a tool with ``@tool`` rules).
 
-        `store`: a LangGraph ``BaseStore`` (e.g. ``PostgresStore``) in which the breaker,
-        dedup ledger and caches are shared by every worker (see `Shared.backend`).
+        `store`: a LangGraph ``BaseStore`` (e.g. ``PostgresStore``) or a ``redis.Redis``
+        client in which the breaker, dedup ledger and caches are shared by every worker
+        (see `Shared.backend`).
         """
         if isinstance(tool, ResilientTool):
             raise UsageError(f"{tool.name!r} is already a ResilientTool")

@@ -21,6 +21,10 @@ claim    atomic insert-if-absent-or-     get then put under a process lock: atom
 delete   atomic                          the store's delete
 ======== =============================== ============================================
 
+On Redis (`state.redis.RedisBackend`) each operation is one command (``GET``, ``SET
+... PX``, ``SET ... NX PX``, ``DEL``) with the expiry and the clock on the server: claim
+is atomic across processes; what may be lost is said there.
+
 `claim` decides what must happen once: which worker runs a non-idempotent call, which
 worker sends the half-open probe. Every failure of the store (network partition, lost
 connection, timeout) is raised as `BackendError`; what a stage then does is set by
