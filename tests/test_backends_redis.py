@@ -288,7 +288,7 @@ class OnAdapterStore(Pending):
     def build(self) -> Any:
         return self.harness.build(
             self.tools, policy=self.policy, checkpointer=self.saver, ai=self.ai,
-            interrupt_before=["tools"], adapter_store=self.adapter_store,
+            store=self.store, interrupt_before=["tools"], adapter_store=self.adapter_store,
         )  # fmt: skip
 
 
@@ -319,6 +319,23 @@ def test_a_journal_on_redis_says_once_where_and_what_it_promises(
     port = client.connection_pool.connection_kwargs["port"]
     assert f"send_email is a write whose journal is kept in Redis at 127.0.0.1:{port}" in message
     assert "durable=True" in message and "PostgresSaver" in message
+
+
+def test_redis_is_preferred_to_what_the_process_loses(
+    harness: Harness, client: redis.Redis, said: Any
+) -> None:
+    """An `InMemoryStore` as the adapters' store, a `RedisStore` as the graph's: the
+    journal goes to Redis, which at least outlives the worker."""
+    from langgraph.store.memory import InMemoryStore
+
+    box = Outbox()
+    pending = OnAdapterStore(
+        harness, [send_tool(box)], InMemorySaver(), adapter_store=InMemoryStore(),
+        store=RedisStore(client),
+    )  # fmt: skip
+    pending.resume()
+    assert RedisBackend(client).get(NS_JOURNAL, pending.key())["kind"] == "receipt"
+    assert len(said()) == 1
 
 
 def test_what_a_redis_restart_loses_runs_again(

@@ -11,10 +11,11 @@ checkpointer and no store) runs unjournaled, with a one-time warning naming the 
 
 Redis (a client or ``langgraph-checkpoint-redis`` store as ``store=``, the graph's
 ``RedisStore``, a ``RedisSaver``) outlives the worker but may lose its last writes when
-the Redis server restarts: when nothing more durable is there, the journal keeps its
-records in Redis and says so once per tool and server (`JOURNAL_IN_REDIS`), naming what
-that promises and the fix; a ``RedisBackend(client, durable=True)`` (a Redis that fsyncs
-every write) is durable and is used without a word.
+the Redis server restarts: when nothing durable is there, the journal keeps its records
+in Redis (rather than in anything lost with the process) and says so once per tool and
+server (`JOURNAL_IN_REDIS`), naming what that promises and the fix; a
+``RedisBackend(client, durable=True)`` (a Redis that fsyncs every write) is durable and
+is used without a word.
 """
 
 from __future__ import annotations
@@ -91,10 +92,12 @@ def journal_backend(env: Env, call: Call, made: Made) -> StateBackend | None:
     for backend in candidates:
         if is_durable(backend):
             return backend
-    if candidates:
-        where = kept_in(candidates[0])
+    for backend in candidates:  # outlives the worker, not a restart of its server
+        where = kept_in(backend)
         if where is not None:
             _say_once(f"{call.name}@{where}", JOURNAL_IN_REDIS, call.name, where)
+            return backend
+    if candidates:
         return candidates[0]
     if saver is None:
         return None  # no checkpointer: nothing can resume this call after a crash
