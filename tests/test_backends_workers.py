@@ -103,7 +103,7 @@ def test_the_half_open_probe_is_admitted_once_across_workers(url: str) -> None:
         assert backend is not None
         # An open circuit whose recovery time has passed: the next call is the probe.
         until = backend.clock() - 1
-        backend.put(NS_BREAKER, "get_quote", {"until": until, "gen": "g1"}, ttl=60)
+        backend.put(NS_BREAKER, "get_quote", {"until": until, "gen": "g1"}, ttl=600)
         job = [tool_call("get_quote", {"symbol": "X"}, id="p1")]
         answers = _workers(url, [job, job, job], delay=0.5, together=True)
         assert executions(url, "get_quote") == 1
