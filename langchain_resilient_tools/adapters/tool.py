@@ -21,7 +21,7 @@ from langchain_core.tools import tool as make_tool
 from langchain_core.tools.base import _handle_tool_error as handle_tool_error
 from pydantic import ConfigDict, PrivateAttr
 
-from ..core.call import Call
+from ..core.call import DIRECT_CALL_PREFIX, Call
 from ..core.errors import HandledByTool, UsageError
 from ..core.idempotency import INJECTED_ARG, execution_args, keyed_config, use_key
 from ..core.policy import PolicyResolver, ToolPolicy
@@ -143,7 +143,7 @@ class ResilientTool(BaseTool):
         if is_tool_call:
             call_id, raw = str(input.get("id") or ""), input.get("args", {})
         else:
-            call_id, raw = f"direct-{uuid.uuid4().hex[:12]}", input
+            call_id, raw = f"{DIRECT_CALL_PREFIX}{uuid.uuid4().hex[:12]}", input
         visible, injected = split_args(self.inner, raw if isinstance(raw, dict) else {})
         private = self.__pydantic_private__ or {}  # `self._exec`: ~4 µs a read (pydantic)
         call = private["_pipeline"].new_call(

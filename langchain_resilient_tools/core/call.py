@@ -16,6 +16,10 @@ from langchain_core.tools import BaseTool
 from .errors import OutcomeStillUnknown, ToolErrorType
 from .policy import ResolvedPolicy
 
+DIRECT_CALL_PREFIX = "direct-"
+"""The id of a call made with plain arguments (no tool call, so no id of the model's):
+`ResilientTool.invoke({...})` makes one up with this prefix."""
+
 
 @dataclass(slots=True)
 class CallRecord:

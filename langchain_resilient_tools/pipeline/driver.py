@@ -24,6 +24,7 @@ from ..core.policy import PolicyResolver, ResolvedPolicy
 from ..observe import otel as _otel
 from ..observe.observer import Observer
 from ..observe.stats import CallEvent, StatsSnapshot
+from ..observe.toolstream import open_stream
 from ..runtime import deadline as _deadline
 from ..runtime.executor import TimedRunner, default_runner
 from ..state.choose import as_backend
@@ -344,21 +345,28 @@ class Pipeline:
         """Drive `call` through the stages (sync). Never raises but for control flow."""
         start = time.perf_counter()
         plan = self._plans.get(call.resolved) or self._plan(call.resolved, call.name)
+        streamed = open_stream(call)  # one start and end on the run's `tools` stream
         traced = _otel.enter(call)  # the call's span, current while it runs (tracing on)
         try:
             outcome = Outcome(call, plan.chain(call))
         except Exception as exc:
             if _passes_through(exc):
                 _otel.interrupted(call, exc)
+                if streamed is not None:
+                    streamed.stopped(exc)
                 raise
             outcome = Outcome(call, failure=self._failure(exc, call))
         except BaseException as exc:
             _otel.interrupted(call, exc)
+            if streamed is not None:
+                streamed.stopped(exc)
             raise
         finally:
             if traced is not None:
                 _otel.leave(traced)
         event = self._finish(outcome, start, plan)
+        if streamed is not None:
+            streamed.answered(call, outcome.value, outcome.failure)
         if event is not None:
             self.observer.dispatch(event)
         return outcome
@@ -371,21 +379,28 @@ class Pipeline:
         """
         start = time.perf_counter()
         plan = self._plans.get(call.resolved) or self._plan(call.resolved, call.name)
+        streamed = open_stream(call)  # one start and end on the run's `tools` stream
         traced = _otel.enter(call)  # the call's span, current while it runs (tracing on)
         try:
             outcome = Outcome(call, await plan.achain(call))
         except Exception as exc:
             if _passes_through(exc):
                 _otel.interrupted(call, exc)
+                if streamed is not None:
+                    streamed.stopped(exc)
                 raise
             outcome = Outcome(call, failure=self._failure(exc, call))
         except BaseException as exc:
             _otel.interrupted(call, exc)
+            if streamed is not None:
+                streamed.stopped(exc)
             raise
         finally:
             if traced is not None:
                 _otel.leave(traced)
         event = self._finish(outcome, start, plan)
+        if streamed is not None:
+            streamed.answered(call, outcome.value, outcome.failure)
         if event is not None:
             if sync_callbacks:
                 self.observer.dispatch(event)
