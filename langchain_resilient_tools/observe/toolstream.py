@@ -25,6 +25,7 @@ events pays one look at its handlers.
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from typing import Any
 from uuid import UUID
@@ -36,10 +37,10 @@ from ..core.call import DIRECT_CALL_PREFIX, Call
 from ..text.classify import Failure
 from ..text.envelope import success_message
 
-try:
-    from langgraph.pregel._tools import StreamToolCallHandler as _StreamHandler
-except ImportError:  # pragma: no cover - a langgraph without the tools stream
-    _StreamHandler = None  # type: ignore[assignment,misc]
+_HANDLER_MODULE = "langgraph.pregel._tools"
+"""Where LangGraph's stream handler (``StreamToolCallHandler``) lives: read from
+`sys.modules`, never imported here (a run that streams has imported it; the wrapper
+alone does not pay for LangGraph's Pregel)."""
 
 log = logging.getLogger(__name__)
 
@@ -131,11 +132,15 @@ class CallStream(BaseCallbackHandler):
 
 
 def _stream_handler(callbacks: Any) -> Any:
+    """LangGraph's stream handler among `callbacks` (a manager or a list), if any."""
     handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks
-    if not isinstance(handlers, list):
+    if not handlers or not isinstance(handlers, list):
+        return None  # the common case: a run with no handler at all
+    cls = getattr(sys.modules.get(_HANDLER_MODULE), "StreamToolCallHandler", None)
+    if cls is None:
         return None
     for handler in handlers:
-        if isinstance(handler, _StreamHandler):  # type: ignore[arg-type]
+        if isinstance(handler, cls):
             return handler
     return None
 
@@ -148,7 +153,7 @@ def open_stream(call: Call) -> CallStream | None:
     """Report `call` started on its run's ``tools`` stream and keep its attempts off it;
     `None` (nothing done) when the run streams no tool events or the call has no id."""
     config = call.config
-    if _StreamHandler is None or not isinstance(config, dict):
+    if not isinstance(config, dict):
         return None
     callbacks = config.get("callbacks")
     if not callbacks:
