@@ -17,13 +17,14 @@ from langchain.agents.middleware.types import ModelRequest, ModelResponse, ToolC
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
-from langgraph.types import Command
+from langgraph.types import Command, TracePolicy
 
 from ..core.call import Call
 from ..core.policy import PolicyResolver, ToolPolicy, check_policy_names
 from ..core.review import asking
 from ..core.tools import thread_id_of, unique_names
 from ..observe.stats import StatsSnapshot
+from ..observe.tracing import TraceSetting, traced_by
 from ..pipeline import Outcome, Pipeline, Step
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
@@ -64,6 +65,9 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         store: A LangGraph ``BaseStore`` (e.g. ``PostgresStore``) or a ``redis.Redis``
             client in which breakers, dedup ledger and caches are shared by every
             worker; `None` keeps them in-process (see `Shared.backend`).
+        trace_policy: What traces record of this middleware's hook spans: ``"full"``,
+            ``"redact"``, ``"omit"`` or a LangGraph ``TracePolicy`` (`observe.tracing`);
+            `None`: LangChain's default.
     """
 
     state_schema = ResilientAgentState
@@ -76,6 +80,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         patterns: Mapping[str, ToolPolicy] | None = None,
         runner: TimedRunner | None = None,
         store: Any = None,
+        trace_policy: TraceSetting | TracePolicy | None = None,
     ) -> None:
         super().__init__()
         self.pipeline = Pipeline(
@@ -86,6 +91,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         self._steps = TurnSteps(self.pipeline)
         """The step of each turn: its identical calls are one (the first runs first)."""
         self._layers = Layers(self.pipeline.resolver, "middleware")  # a retry inside ours
+        self.trace_policy = traced_by(trace_policy, self.pipeline.observer)  # for create_agent
 
     def _asks_person(self, request: ToolCallRequest) -> bool:
         """Whether an unknown outcome of the requested tool is a question for a person."""

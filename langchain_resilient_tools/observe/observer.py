@@ -23,6 +23,7 @@ from langchain_core.runnables.config import (
 from ..core.call import CallRecord
 from . import otel as _otel
 from .stats import UNKNOWN_TOOL_LABEL, CallEvent, Stats
+from .tracing import TraceSetting, without_values
 
 EVENT_NAME = "resilience"
 """Name of the LangChain custom event dispatched for every finished call."""
@@ -35,6 +36,9 @@ class Observer:
 
     def __init__(self) -> None:
         self.stats = Stats()
+        self.payloads: TraceSetting = "full"
+        """``"omit"``: the events and spans leave out the value a repair parsed (the
+        adapter's ``trace_policy="omit"``, see `observe.tracing`)."""
 
     def observe(
         self,
@@ -52,6 +56,9 @@ class Observer:
         (`CallRecord.breaker`).
         """
         error = record.error
+        repairs = tuple(record.repairs) if record.repairs else ()
+        if repairs and self.payloads == "omit":
+            repairs = without_values(repairs)
         event = CallEvent._make(  # its values in field order: no keywords to bind
             (
                 record.tool if known_tool else UNKNOWN_TOOL_LABEL,
@@ -60,7 +67,7 @@ class Observer:
                 error.value if error else None,
                 record.attempts,
                 record.duration_ms,
-                tuple(record.repairs) if record.repairs else (),
+                repairs,
                 record.served_by,
                 record.breaker,
                 record.started_at,
