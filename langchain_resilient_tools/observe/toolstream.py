@@ -133,16 +133,26 @@ class CallStream(BaseCallbackHandler):
 
 def _stream_handler(callbacks: Any) -> Any:
     """LangGraph's stream handler among `callbacks` (a manager or a list), if any."""
-    handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks
-    if not handlers or not isinstance(handlers, list):
+    handlers = getattr(callbacks, "handlers", callbacks)  # a manager's, or a list
+    if not handlers or type(handlers) is not list:
         return None  # the common case: a run with no handler at all
-    cls = getattr(sys.modules.get(_HANDLER_MODULE), "StreamToolCallHandler", None)
-    if cls is None:
-        return None
+    cls = _handler_class or _find_handler_class()
     for handler in handlers:
-        if isinstance(handler, cls):
+        # The class itself (LangGraph makes no subclass): `isinstance` on a class that
+        # derives from a Protocol (LangChain's streaming handler) costs microseconds.
+        if type(handler) is cls:
             return handler
     return None
+
+
+_handler_class: type | None = None
+"""LangGraph's stream handler class, once a run has imported it."""
+
+
+def _find_handler_class() -> type | None:
+    global _handler_class
+    _handler_class = getattr(sys.modules.get(_HANDLER_MODULE), "StreamToolCallHandler", None)
+    return _handler_class
 
 
 def _swapped(handlers: list[Any], inner: Any, stream: CallStream) -> list[Any]:
