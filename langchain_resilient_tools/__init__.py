@@ -39,6 +39,7 @@ from .core.review import HumanDecision, OutcomeReview
 from .core.testing import set_testing
 
 if TYPE_CHECKING:
+    from .adapters.dangling import answer_dangling_calls, dangling_calls_node
     from .adapters.middleware import ResilientToolsMiddleware
     from .adapters.node import ResilientToolNode
     from .state.graph import ResilientToolsState
@@ -71,6 +72,8 @@ __all__ = [
     "UnknownOutcome",
     "UsageError",
     "VerifyInfo",
+    "answer_dangling_calls",
+    "dangling_calls_node",
     "set_testing",
 ]
 
@@ -86,6 +89,10 @@ def __getattr__(name: str) -> Any:
         from .adapters.node import ResilientToolNode
 
         return ResilientToolNode
+    if name in ("answer_dangling_calls", "dangling_calls_node"):
+        from .adapters import dangling
+
+        return getattr(dangling, name)
     if name == "ResilientToolsState":
         from .state.graph import ResilientToolsState
 

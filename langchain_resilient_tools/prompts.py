@@ -37,6 +37,8 @@ ERROR_TYPE_GUIDANCE: dict[str, str] = {
     "low_quality_result": "the tool answered but the result was empty or useless; try "
     "different arguments.",
     "internal_error": "something failed on our side; do not repeat the call unchanged.",
+    "not_run": "the run that made the call stopped before the call was carried out; "
+    "nothing was done, and you may send it again if you still need it.",
 }
 """One line of guidance per ``error`` value (`ToolErrorType`), keyed by the value; the
 guidance lists those of the `ToolErrorType` members this version has."""

@@ -40,6 +40,8 @@ def test_all_is_pinned_and_sorted() -> None:
         "UnknownOutcome",
         "UsageError",
         "VerifyInfo",
+        "answer_dangling_calls",
+        "dangling_calls_node",
         "set_testing",
     ]
     assert sorted(lrt.__all__) == lrt.__all__
@@ -54,7 +56,7 @@ def test_error_types_match_the_design() -> None:
     assert {t.value for t in lrt.ToolErrorType} == {
         "invalid_arguments", "malformed_call", "unknown_tool", "timeout", "unknown_outcome",
         "transient_failure", "rate_limited", "tool_error", "circuit_open", "duplicate_call",
-        "low_quality_result", "internal_error",
+        "low_quality_result", "internal_error", "not_run",
     }  # fmt: skip
 
 

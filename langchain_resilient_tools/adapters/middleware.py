@@ -32,6 +32,7 @@ from ..runtime.isolate import check_isolated
 from ..state.graph import ERRORS_KEY, LEDGER_KEY, append_records, merge_ledger
 from ..text.envelope import failure_message, success_message, take_error_record
 from .context import RERUN
+from .dangling import arepair_dangling, repair_dangling, repair_option
 from .invalid_calls import answer_invalid_calls
 from .layers import Layers
 from .review import (
@@ -68,6 +69,7 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         trace_policy: What traces record of this middleware's hook spans: ``"full"``,
             ``"redact"``, ``"omit"`` or a LangGraph ``TracePolicy`` (`observe.tracing`);
             `None`: LangChain's default.
+        repair_dangling: Answer calls a stopped run left unanswered (`adapters.dangling`).
     """
 
     state_schema = ResilientAgentState
@@ -81,8 +83,10 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
         runner: TimedRunner | None = None,
         store: Any = None,
         trace_policy: TraceSetting | TracePolicy | None = None,
+        repair_dangling: bool = True,
     ) -> None:
         super().__init__()
+        self.repair_dangling = repair_option(repair_dangling)
         self.pipeline = Pipeline(
             PolicyResolver(policy, policies, patterns), runner=runner, store=store
         )  # store: shared breaker/dedup/caches across workers (`state.backend`)
@@ -228,10 +232,11 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     def before_model(
         self, state: ResilientAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Roll back the last tool turn when a result asked for it (see `adapters.rollback`)."""
-        messages = state["messages"]
-        if not messages or not isinstance(messages[-1], ToolMessage):
-            return None
+        """Answer calls a stopped run left unanswered (`adapters.dangling`), or roll back the
+        last tool turn when a result asked for it (see `adapters.rollback`)."""
+        messages, repaired = state["messages"], repair_dangling(self, state)
+        if repaired is not None or not messages or not isinstance(messages[-1], ToolMessage):
+            return repaired
         start = max((i for i, msg in enumerate(messages) if isinstance(msg, AIMessage)), default=-1)
         answers = [msg for msg in messages[start + 1 :] if isinstance(msg, ToolMessage)]
         ledger: Any = state.get(LEDGER_KEY) or {}
@@ -248,7 +253,8 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     async def abefore_model(
         self, state: ResilientAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
+        repaired = await arepair_dangling(self, state)  # off the event loop
+        return repaired if repaired is not None else self.before_model(state, runtime)
 
 
 def _config_of(request: ToolCallRequest) -> Any:

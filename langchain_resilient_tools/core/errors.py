@@ -19,7 +19,9 @@ exception, to an envelope::
     │   ├── OrphanedWrite             a journaled write whose worker died before its receipt
     │   ├── WriteInFlight             a journaled write another live worker still runs
     │   ├── JournalUnreadable         a write whose journal entry could not be read
-    │   └── RerunUnconfirmed          a verified re-run of a write did not confirm either
+    │   ├── RerunUnconfirmed          a verified re-run of a write did not confirm either
+    │   └── LeftUnanswered            a write a stopped run left unanswered, no journal to tell
+    ├── NotRun                        a call a stopped run left unanswered that did not run
     ├── Recorded                      a journal receipt's failure, answered again
     ├── LowQualityResult              a successful call whose result is useless
     ├── StateUnavailable              the shared state store failed (``Shared(on_error="closed")``)
@@ -62,6 +64,9 @@ class ToolErrorType(enum.StrEnum):
     DUPLICATE_CALL = "duplicate_call"
     LOW_QUALITY_RESULT = "low_quality_result"
     INTERNAL_ERROR = "internal_error"
+    NOT_RUN = "not_run"
+    """A call its run left unanswered (cancelled, interrupted, its worker stopped) before
+    it started: nothing was done, and it may be sent again."""
 
 
 _FOR_AUTHOR = "_lrt_for_author"
@@ -186,6 +191,25 @@ class RerunUnconfirmed(OutcomeStillUnknown):
     def __init__(self, kind: str) -> None:
         super().__init__("verified re-run unconfirmed")
         self.kind = kind
+
+
+class LeftUnanswered(OutcomeStillUnknown):
+    """A write that a stopped run (cancelled, or its worker gone) left without an answer,
+    and no journal entry tells whether it started: none was kept for it (no journal, or
+    ``journal=False``), or it may have expired. It may or may not have taken effect."""
+
+    def __init__(self) -> None:
+        super().__init__("left unanswered")
+
+
+class NotRun(ResilienceSignal):
+    """A call that a stopped run left without an answer, and that did not run: the
+    journal holds no intent for it (a write never started), or it only reads (`reads`:
+    whether it ran or not, nothing was changed and sending it again is safe)."""
+
+    def __init__(self, *, reads: bool) -> None:
+        super().__init__("not run")
+        self.reads = reads
 
 
 class Recorded(ResilienceSignal):

@@ -206,6 +206,9 @@ class Pipeline:
         self.env.backend = as_backend(store)
         """Shared state (`store=`: a `BaseStore` or `StateBackend`), or in-process."""
         self.stages = [cls(self.env) for cls in stages]
+        self._journal = next(
+            (s for s in self.stages if isinstance(s, JournalStage)), JournalStage(self.env)
+        )  # it also settles calls a stopped run left unanswered (`settle_unanswered`)
         self.hooks = StepHooks(
             opens=_hooks(self.stages, "open_step"),
             marks=_hooks(self.stages, "mark_answer"),
@@ -410,6 +413,27 @@ class Pipeline:
                     await sending
         return outcome
 
+    def settle_unanswered(
+        self, call: Call, steps: Sequence[str] | None, since: float | None = None
+    ) -> Outcome:
+        """The answer to `call`, a tool call that a stopped run left unanswered (cancelled,
+        its worker killed): from its write journal at one of `steps` of its thread
+        (``"tools@7"``, `core.resume.step_of`; `None`: not known), made at wall time
+        `since`. Nothing runs: a receipt answers, an intent is ``unknown_outcome``, a
+        call that never started is ``not_run`` (`pipeline.journal.recover`)."""
+        start = time.perf_counter()
+        plan = self._plans.get(call.resolved) or self._plan(call.resolved, call.name)
+        try:
+            outcome = Outcome(call, self._journal.settle(call, steps, since))
+        except ResilienceSignal as exc:
+            outcome = Outcome(call, failure=self._failure(exc, call))
+        if call.thread_id and not call.idempotent and call.record.served_by == "journal":
+            wrote(call.thread_id)  # it ran, or may have: the thread's earlier reads are stale
+        event = self._finish(outcome, start, plan)
+        if event is not None:
+            self.observer.dispatch(event)
+        return outcome
+
     def stats(self) -> StatsSnapshot:
         """Per-tool statistics of the calls this pipeline has finished."""
         return self.observer.stats.snapshot()
@@ -427,7 +451,7 @@ class Pipeline:
             record.error = failure.error
             if record.served_by == "tool" and record.attempts == 0:
                 record.served_by = _refused_by(record.error)  # the tool never ran
-            known = call.tool is not None
+            known = call.tool is not None or call.name in call.valid_tools
         if (
             call.thread_id
             and not call.idempotent

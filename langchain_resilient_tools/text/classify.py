@@ -38,8 +38,10 @@ from ..core.errors import (
     HandledByTool,
     InvalidArguments,
     JournalUnreadable,
+    LeftUnanswered,
     LowQualityResult,
     MalformedCall,
+    NotRun,
     OrphanedWrite,
     OutcomeStillUnknown,
     Recorded,
@@ -377,6 +379,13 @@ def _classify(exc: BaseException, call: Call) -> Failure:
         return _unknown(m.WRITE_IN_FLIGHT.format(tool=name))
     if isinstance(exc, JournalUnreadable):
         return _unknown(m.JOURNAL_UNREADABLE.format(tool=name))
+    if isinstance(exc, LeftUnanswered):
+        return _unknown(m.LEFT_UNANSWERED.format(tool=name))
+    if isinstance(exc, NotRun):
+        text = m.NOT_RUN_READ if exc.reads else m.NOT_RUN
+        return Failure(
+            ToolErrorType.NOT_RUN, text.format(tool=name), m.NOT_RUN_HINT.format(tool=name), True
+        )
     if isinstance(exc, OutcomeStillUnknown):
         return _unknown(m.UNKNOWN_OUTCOME_RERUN.format(tool=name))
     if isinstance(exc, DuplicateCall):

@@ -82,6 +82,22 @@ HUMAN_GAVE_UP_HINT = (
     "person decided not to retry it."
 )
 HUMAN_NOTE = " Their note: {note}"
+NOT_RUN = (
+    "{tool} was not run for this call: the run that asked for it stopped (it was "
+    "cancelled, interrupted, or its worker stopped) before the call started, so nothing "
+    "was done."
+)
+NOT_RUN_READ = (
+    "{tool} gave no answer to this call: the run that asked for it stopped (it was "
+    "cancelled, interrupted, or its worker stopped) before the call was answered. It only "
+    "reads, so nothing was changed."
+)
+NOT_RUN_HINT = "If you still need it, send the same call to {tool} again: it is safe to repeat."
+LEFT_UNANSWERED = (
+    "{tool} gave no answer to this call: the run that asked for it stopped (it was "
+    "cancelled, interrupted, or its worker stopped) before the call was answered, and no "
+    "record tells whether it started. The action may or may not have taken effect."
+)
 UNKNOWN_OUTCOME_HINT = (
     "Do not repeat this call blindly: first check whether it took effect (for example with a "
     "read, get or list tool). If it did not, send this same call again: it will run once "

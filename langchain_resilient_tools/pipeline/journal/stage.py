@@ -52,7 +52,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langgraph.errors import GraphBubbleUp
@@ -85,7 +85,7 @@ from ...text import messages as m
 from ...text.classify import classify
 from ..shared import fail, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
-from . import logic
+from . import logic, recover
 from .logic import NS_JOURNAL, Verdict
 from .where import Made, journal_backend
 
@@ -105,6 +105,10 @@ def _started_here(key: str) -> concurrent.futures.Future[None]:
     with _running_lock:
         done = _running[key] = concurrent.futures.Future()
     return done
+
+
+def _still_running_here(key: str, found: Any) -> bool:
+    return _running_here(key, found) is not None
 
 
 def _finished_here(key: str, done: concurrent.futures.Future[None]) -> None:
@@ -267,6 +271,12 @@ class JournalStage(Stage):
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         return resolved.policy.journal.enabled and resolved.write
+
+    def settle(self, call: Call, steps: Sequence[str] | None, since: float | None) -> Any:
+        """What became of `call`, which a stopped run left unanswered, from its journal
+        entry at one of `steps` (`recover.settle`; nothing runs)."""
+        backend = None if steps is None else journal_backend(self.env, call, self._made)
+        return recover.settle(call, backend, steps, since, _still_running_here)
 
     def _open(
         self, call: Call, backend: StateBackend, step: str

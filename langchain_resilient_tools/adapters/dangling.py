@@ -1,0 +1,259 @@
+"""Dangling tool calls: model messages whose calls a stopped run left without an answer.
+
+A run that stops between a model message and its calls' answers (a client cancelled it,
+Ctrl+C, a person never answered an interrupt, its worker died) leaves an ``AIMessage``
+whose calls no ``ToolMessage`` answers. A new run of the thread (a new user message)
+does not run them (LangGraph drops the stopped run's pending tasks), and the next model
+call is refused: providers require every call of a message to be answered right after
+it (OpenAI, Anthropic and others check the whole history, not only the last message).
+
+`answer_dangling_calls` answers each such call with what the write journal knows, and
+runs nothing (`Pipeline.settle_unanswered`): a write with a receipt gets the answer it
+got then (marked, ``served_by="journal"``); a write with an intent and no receipt
+``unknown_outcome`` (with the check that tells whether it took effect); a call that
+never started, or a read, ``not_run`` (retryable). A write that no journal could tell
+about is ``unknown_outcome``: never a blind "cancelled". The steps where a message's
+calls may have run are read off the thread's checkpoints (`dangling_steps`).
+
+`repair_update` puts the answers right after their message (the whole list again, after
+`REMOVE_ALL_MESSAGES`, as LangChain's summarization does: ``add_messages`` only appends).
+`ResilientToolsMiddleware` applies it in ``before_model`` (a ``before_agent`` hook would
+add a node, and a checkpoint, to every run); `dangling_calls_node` is a graph node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from ..core.errors import UsageError
+from ..core.tools import graph_store, thread_id_of
+from ..pipeline import Pipeline
+from ..state.graph import ERRORS_KEY
+from ..text.envelope import failure_message, success_message, take_error_record
+from .dangling_steps import where_made
+
+Gap = tuple[int, AIMessage, list[Any]]
+"""A model message with calls nothing answers: its index, the message, those calls."""
+
+
+def dangling(messages: Sequence[Any]) -> list[Gap]:
+    """The model messages of `messages` with calls that no later `ToolMessage` answers
+    (their ``tool_calls`` and ``invalid_tool_calls``), oldest first."""
+    gaps: list[Gap] = []
+    answered: set[str] = set()
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, ToolMessage):
+            answered.add(message.tool_call_id)
+        elif isinstance(message, AIMessage):
+            calls = (*message.tool_calls, *message.invalid_tool_calls)
+            left = [c for c in calls if c.get("id") and c["id"] not in answered]
+            if left:
+                gaps.append((i, message, left))
+    gaps.reverse()
+    return gaps
+
+
+def _answers(
+    pipeline: Pipeline, tools: Mapping[str, BaseTool], gap: Gap, steps: Sequence[str] | None,
+    at: float | None, config: Any, store: Any,
+) -> list[ToolMessage]:  # fmt: skip
+    answers = []
+    valid = tuple(tools)
+    for tc in gap[2]:
+        name = tc.get("name") or ""
+        args = tc.get("args")
+        call = pipeline.new_call(
+            call_id=tc["id"],
+            name=name,
+            args=dict(args) if isinstance(args, Mapping) else {},
+            tool=tools.get(name),
+            valid_tools=valid,
+            raw_args=None if isinstance(args, Mapping) else args,
+            thread_id=thread_id_of(config),
+            config=config,
+            store=store,
+        )
+        # A call the model could not format never reached a tool: it ran nowhere.
+        malformed = tc.get("type") == "invalid_tool_call"
+        outcome = pipeline.settle_unanswered(call, () if malformed else steps, at)
+        if outcome.failure is not None:
+            answers.append(failure_message(outcome.failure, outcome.call))
+        else:
+            answer = success_message(outcome.value, outcome.call)
+            assert isinstance(answer, ToolMessage), "a receipt keeps text only"
+            answers.append(answer)
+    return answers
+
+
+def answer_gaps(
+    pipeline: Pipeline, tools: Mapping[str, BaseTool], messages: Sequence[Any], *,
+    config: Any = None, store: Any = None, tools_node: str = "tools",
+    messages_key: str = "messages",
+) -> list[tuple[Gap, list[ToolMessage]]]:  # fmt: skip
+    """Each dangling message of `messages` with the answers to its unanswered calls."""
+    gaps = dangling(messages)
+    if not gaps:
+        return []
+    ids = [gap[1].id for gap in gaps if gap[1].id]
+    made = where_made(config, ids, tools_node, messages_key)
+    out = []
+    for gap in gaps:
+        where = made.get(gap[1].id or "")
+        steps, at = (where.steps, where.at) if where is not None else (None, None)
+        out.append((gap, _answers(pipeline, tools, gap, steps, at, config, store)))
+    return out
+
+
+def repair_update(
+    pipeline: Pipeline, tools: Mapping[str, BaseTool], state: Any, config: Any, store: Any,
+    *, tools_node: str = "tools", messages_key: str = "messages",
+    errors_key: str | None = ERRORS_KEY,
+) -> dict[str, Any] | None:  # fmt: skip
+    """The state update that answers every dangling call of `state`, each answer right
+    after its message's (`None`: nothing dangles)."""
+    messages = state.get(messages_key) if isinstance(state, Mapping) else state
+    if not messages:
+        return None
+    answered = answer_gaps(
+        pipeline, tools, messages, config=config, store=store, tools_node=tools_node,
+        messages_key=messages_key,
+    )  # fmt: skip
+    if not answered:
+        return None
+    after: dict[int, list[ToolMessage]] = {}
+    for (index, _message, _calls), answers in answered:
+        end = index  # after the answers the message already has
+        while end + 1 < len(messages) and isinstance(messages[end + 1], ToolMessage):
+            end += 1
+        after.setdefault(end, []).extend(answers)
+    repaired: list[BaseMessage] = [RemoveMessage(id=REMOVE_ALL_MESSAGES)]
+    for i, message in enumerate(messages):
+        repaired.append(message)
+        repaired.extend(after.get(i, ()))
+    update: dict[str, Any] = {messages_key: repaired}
+    records = [r for a in after.values() for m in a if (r := take_error_record(m)) is not None]
+    if records and errors_key and isinstance(state, Mapping) and errors_key in state:
+        update[errors_key] = records
+    return update
+
+
+def repair_option(value: Any) -> bool:
+    """`ResilientToolsMiddleware`'s ``repair_dangling``, checked."""
+    if not isinstance(value, bool):
+        raise UsageError(f"repair_dangling must be True or False, not {value!r}")
+    return value
+
+
+def repair_dangling(self: Any, state: Any) -> dict[str, Any] | None:
+    """For `ResilientToolsMiddleware.before_model`: the update answering the dangling
+    calls of the agent's state (`repair_update`), unless ``repair_dangling=False``."""
+    if not self.repair_dangling or not dangling(state["messages"]):
+        return None
+    from langgraph.config import get_config
+
+    config = get_config()
+    tools = self._agent_tools  # the tools it saw in a model request (none yet: by name)
+    return repair_update(self.pipeline, tools, state, config, graph_store(config))
+
+
+async def arepair_dangling(self: Any, state: Any) -> dict[str, Any] | None:
+    """`repair_dangling` with the journal and the checkpoints read off the event loop."""
+    if not self.repair_dangling or not dangling(state["messages"]):
+        return None
+    return await asyncio.to_thread(repair_dangling, self, state)
+
+
+def _of(adapter: Any) -> tuple[Pipeline, Mapping[str, BaseTool], str]:
+    """The pipeline, known tools and tools node name of a node or middleware."""
+    pipeline = getattr(adapter, "pipeline", None)
+    if not isinstance(pipeline, Pipeline):
+        raise TypeError(
+            "tools must be a ResilientToolNode or a ResilientToolsMiddleware, "
+            f"not {type(adapter).__name__}"
+        )
+    tools = getattr(adapter, "tools_by_name", None)
+    if tools is not None:  # a node: its tools, and its name in the graph by default
+        return pipeline, tools, str(getattr(adapter, "name", None) or "tools")
+    return pipeline, getattr(adapter, "_agent_tools", {}), "tools"  # create_agent's node
+
+
+def _current() -> tuple[Any, Any]:
+    """The config and store of the graph run this is called in, if any."""
+    from langgraph.config import get_config
+
+    try:
+        config = get_config()
+    except RuntimeError:  # not inside a graph run
+        return None, None
+    return config, graph_store(config)
+
+
+def answer_dangling_calls(
+    messages: Sequence[Any] | Mapping[str, Any],
+    *,
+    tools: Any,
+    config: RunnableConfig | None = None,
+    store: Any = None,
+    tools_node: str | None = None,
+) -> list[ToolMessage]:
+    """The `ToolMessage`s that answer every call of `messages` (or of a state's
+    ``messages``) that no later message answers, from the write journal; nothing runs.
+
+    Args:
+        messages: A thread's messages, or its graph state.
+        tools: The `ResilientToolNode` or `ResilientToolsMiddleware` that runs the
+            thread's tools: its policies say which calls are writes; its journal is read.
+        config: The config of a run of the thread (inside a graph node: the current
+            one, by default): its checkpointer tells where the calls may have run.
+        store: The graph's store (inside a graph node: the current one, by default).
+        tools_node: The name of the tools node in the graph (default: the node's
+            ``name``, ``"tools"`` for the middleware).
+    """
+    pipeline, known, default_node = _of(tools)
+    if config is None:
+        config, found = _current()
+        store = found if store is None else store
+    if isinstance(messages, Mapping):
+        messages = messages.get("messages") or []
+    answered = answer_gaps(
+        pipeline, known, messages, config=config, store=store,
+        tools_node=tools_node or default_node,
+    )  # fmt: skip
+    return [answer for _gap, answers in answered for answer in answers]
+
+
+def dangling_calls_node(
+    tools: Any,
+    *,
+    tools_node: str | None = None,
+    messages_key: str = "messages",
+    errors_key: str | None = ERRORS_KEY,
+) -> Callable[[Any, RunnableConfig], dict[str, Any] | None]:
+    """A graph node that answers the dangling calls of its state's messages (see
+    `answer_dangling_calls`), each answer right after its message. Add it where a run
+    starts, before the model node (``START -> repair -> model``).
+
+    Args:
+        tools: The `ResilientToolNode` that runs the graph's tools.
+        tools_node: Its node name in the graph (default: its ``name``).
+        messages_key: The state's messages (with the ``add_messages`` reducer).
+        errors_key: Where error records go, when the state has that key.
+    """
+    pipeline, known, default_node = _of(tools)
+    node_name = tools_node or default_node
+
+    def repair_dangling_calls(state: Any, config: RunnableConfig) -> dict[str, Any] | None:
+        return repair_update(
+            pipeline, known, state, config, graph_store(config), tools_node=node_name,
+            messages_key=messages_key, errors_key=errors_key,
+        )  # fmt: skip
+
+    return repair_dangling_calls
