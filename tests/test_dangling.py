@@ -172,6 +172,8 @@ def test_the_steps_looked_at_follow_the_message_and_stop_before_the_next() -> No
     late = _candidates(["a"], {"a": (3, 1.0)}, 4, "agent:1|", "tools")
     assert late["a"].steps == tuple(f"agent:1|tools@{s}" for s in range(4, 4 + WINDOW))
     assert _candidates(["gone"], {}, 4, "", "tools") == {}
+    given = _candidates(["in", "a"], {"in": None, "a": (3, 1.0)}, 30, "", "tools")
+    assert list(given) == ["a"]  # a message that came in as input: no step is known
 
 
 # -- a run stopped before its tools (no intent): not_run ---------------------------------
@@ -252,6 +254,22 @@ def test_a_call_answered_not_run_runs_when_the_model_sends_it_again(
     assert outbox.sent == ["alice@example.com"]
     assert state["messages"][-2].content == "sent to alice@example.com"
     assert provider_problems(state["messages"]) == []
+
+
+def test_a_dangling_call_that_came_in_as_input_is_not_said_not_run(
+    sqlite_saver: SqliteSaver,
+) -> None:
+    """A history brought in (as the input, or with ``update_state``) was not made by this
+    graph: nothing tells where its calls ran, so a write's outcome is unknown."""
+    outbox = Outbox()
+    graph, model = agent(outbox, sqlite_saver, [AIMessage("Let me check.")])
+    graph.invoke({"messages": [HumanMessage("email alice"), TWO_CALLS]}, CONFIG)
+    got = answers(model.seen[0])
+    write = body(got["call_0"])
+    assert write["error"] == "unknown_outcome"
+    assert "no record tells whether it started" in write["message"]
+    assert body(got["call_1"])["error"] == "not_run"
+    assert provider_problems(model.seen[0]) == []
 
 
 def test_the_repair_can_be_turned_off(sqlite_saver: SqliteSaver) -> None:

@@ -13,7 +13,10 @@ next step runs, so a worker that dies may lose the last one or two while the too
 already ran. The candidates are the steps from A + 1 to the later of A + `WINDOW` and
 I + 1, and before A'. Steps of this run are not yet run (this runs where a run starts).
 
-A step is a candidate, not a finding: the journal answers a call only with the entry of
+A message that first appears in a checkpoint a node did not write (the thread's input,
+``update_state``, a subgraph's input from its parent) was made nobody knows where: no
+step is a candidate, and a write's outcome stays unknown. A step is a candidate, not a
+finding: the journal answers a call only with the entry of
 its own tool, call id and arguments (`pipeline.journal.logic.judge`).
 """
 
@@ -90,7 +93,7 @@ def where_made(
         if found is None:
             return {}
         history, prefix = found
-        first: dict[str, tuple[int, float]] = {}  # message id: (step, saved at)
+        first: dict[str, tuple[int, float] | None] = {}  # message id: (step, saved at)
         head: int | None = None  # the newest checkpoint's step: this run's input
         wanted = set(message_ids)
         for tup in history:
@@ -99,8 +102,8 @@ def where_made(
                 break
             head = step if head is None else head
             ids = _ids(tup.checkpoint, messages_key)
-            for mid in wanted & ids:
-                first[mid] = (step, at)
+            for mid in wanted & ids:  # made here by a node, or given (input, update)
+                first[mid] = (step, at) if (tup.metadata or {}).get("source") == "loop" else None
             if wanted <= set(first) and not (wanted & ids):
                 break  # every message found, and older checkpoints precede them all
     except Exception:  # e.g. an async-only checkpointer read on its event loop
@@ -110,15 +113,16 @@ def where_made(
 
 
 def _candidates(
-    message_ids: Sequence[str], first: Mapping[str, tuple[int, float]], head: int | None,
-    prefix: str, tools_node: str,
+    message_ids: Sequence[str], first: Mapping[str, tuple[int, float] | None],
+    head: int | None, prefix: str, tools_node: str,
 ) -> dict[str, Made]:  # fmt: skip
+    """The candidate steps of each message made by a node of this graph (one that came
+    in as input or by ``update_state`` ran its calls nobody knows where: left out)."""
+    known = [(mid, f) for mid in message_ids if (f := first.get(mid)) is not None]
     out: dict[str, Made] = {}
-    known = [mid for mid in message_ids if mid in first]
-    for i, mid in enumerate(known):
-        step, at = first[mid]
+    for i, (mid, (step, at)) in enumerate(known):
         end = max(step + 1 + WINDOW, (head if head is not None else step) + 2)
         if i + 1 < len(known):  # before the next model message was written
-            end = min(end, first[known[i + 1]][0])
+            end = min(end, known[i + 1][1][0])
         out[mid] = Made(tuple(f"{prefix}{tools_node}@{s}" for s in range(step + 1, end)), at)
     return out
