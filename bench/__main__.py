@@ -26,6 +26,7 @@ OPTIONAL = (
     "bench_breaker",
     "bench_backends",
     "bench_journal",
+    "bench_dangling",
     "bench_checkpoints",
     "crash",
     "bench_tail",

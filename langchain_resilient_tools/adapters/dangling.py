@@ -41,6 +41,7 @@ from .dangling_steps import where_made
 
 Gap = tuple[int, AIMessage, list[Any]]
 """A model message with calls nothing answers: its index, the message, those calls."""
+_AI = ("ai", "AIMessageChunk")
 
 
 def dangling(messages: Sequence[Any]) -> list[Gap]:
@@ -48,11 +49,12 @@ def dangling(messages: Sequence[Any]) -> list[Gap]:
     (their ``tool_calls`` and ``invalid_tool_calls``), oldest first."""
     gaps: list[Gap] = []
     answered: set[str] = set()
-    for i in range(len(messages) - 1, -1, -1):
+    for i in range(len(messages) - 1, -1, -1):  # runs before every model call: kept lean
         message = messages[i]
-        if isinstance(message, ToolMessage):
+        kind = getattr(message, "type", None)
+        if kind == "tool":
             answered.add(message.tool_call_id)
-        elif isinstance(message, AIMessage):
+        elif kind in _AI and (message.tool_calls or message.invalid_tool_calls):
             calls = (*message.tool_calls, *message.invalid_tool_calls)
             left = [c for c in calls if c.get("id") and c["id"] not in answered]
             if left:
@@ -214,19 +216,16 @@ def answer_dangling_calls(
         config: The config of a run of the thread (inside a graph node: the current
             one, by default): its checkpointer tells where the calls may have run.
         store: The graph's store (inside a graph node: the current one, by default).
-        tools_node: The name of the tools node in the graph (default: the node's
-            ``name``, ``"tools"`` for the middleware).
+        tools_node: The tools node's name in the graph (default: the node's ``name``;
+            ``"tools"`` for the middleware, as `create_agent` names it).
     """
     pipeline, known, default_node = _of(tools)
     if config is None:
         config, found = _current()
         store = found if store is None else store
-    if isinstance(messages, Mapping):
-        messages = messages.get("messages") or []
-    answered = answer_gaps(
-        pipeline, known, messages, config=config, store=store,
-        tools_node=tools_node or default_node,
-    )  # fmt: skip
+    history = messages.get("messages") or [] if isinstance(messages, Mapping) else messages
+    node = tools_node or default_node
+    answered = answer_gaps(pipeline, known, history, config=config, store=store, tools_node=node)
     return [answer for _gap, answers in answered for answer in answers]
 
 
@@ -248,12 +247,12 @@ def dangling_calls_node(
         errors_key: Where error records go, when the state has that key.
     """
     pipeline, known, default_node = _of(tools)
-    node_name = tools_node or default_node
 
     def repair_dangling_calls(state: Any, config: RunnableConfig) -> dict[str, Any] | None:
         return repair_update(
-            pipeline, known, state, config, graph_store(config), tools_node=node_name,
-            messages_key=messages_key, errors_key=errors_key,
+            pipeline, known, state, config, graph_store(config),
+            tools_node=tools_node or default_node, messages_key=messages_key,
+            errors_key=errors_key,
         )  # fmt: skip
 
     return repair_dangling_calls
