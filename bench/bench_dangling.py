@@ -139,9 +139,11 @@ def _repair_ms(turns: int, folder: Path) -> dict[str, float]:
     }
 
 
-def run(rounds: int = 20) -> dict[str, Any]:
+def run(
+    rounds: int = 20, sizes: tuple[int, ...] = (40, 400, 4000), turns: tuple[int, ...] = (10, 50)
+) -> dict[str, Any]:
     check = {}
-    for n in (40, 400, 4000):
+    for n in sizes:
         messages = [m for i in range(n // 4) for m in _turn(i)]
         reps = max(5, 20000 // n)
         look = partial(dangling.dangling, messages)
@@ -156,7 +158,7 @@ def run(rounds: int = 20) -> dict[str, Any]:
             "before_model": _checkpoints_per_run(ResilientToolsMiddleware),
             "before_agent": _checkpoints_per_run(_BeforeAgent),
         },
-        "repair_sqlite": {turns: _repair_ms(turns, folder) for turns in (10, 50)},
+        "repair_sqlite": {n: _repair_ms(n, folder) for n in turns},
         "window": dangling_steps.WINDOW,
     }
 

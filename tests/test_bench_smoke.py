@@ -254,3 +254,15 @@ def test_a_variant_that_answers_otherwise_is_never_timed() -> None:
 
     with pytest.raises(RuntimeError, match="answered no tool call"):
         _util.check_same_answers({"a": Silent()}, "a", "sync", None, lambda v: (None, None))
+
+
+def test_dangling_tiny() -> None:
+    from bench import bench_dangling
+
+    result = bench_dangling.run(rounds=1, sizes=(8,), turns=(1,))
+    assert set(result["check_us_per_model_call"]) == {8}
+    assert result["checkpoints_per_run"]["before_agent"] == (
+        result["checkpoints_per_run"]["before_model"] + 1
+    )  # the look adds no node where it is
+    assert set(result["repair_sqlite"][1]) == {"messages", "repair_ms", "checkpoint_walk_ms"}
+    assert "checkpoints per run" in bench_dangling.table(result)
