@@ -457,3 +457,126 @@ def test_the_function_answers_a_thread_without_a_journal() -> None:
     assert answer_dangling_calls([HumanMessage("hi")], tools=node) == []
     with pytest.raises(TypeError, match="ResilientToolNode or a ResilientToolsMiddleware"):
         answer_dangling_calls(messages, tools=object())  # type: ignore[arg-type]
+
+
+# -- what each journal entry means (`pipeline.journal.recover`), on a backend of its own --
+
+
+class Entries:
+    """A node whose journal is a `MemoryBackend` (its ``store=``), and entries put there
+    under the keys the journal stage uses."""
+
+    def __init__(self, **policy: Any) -> None:
+        from langchain_resilient_tools import ToolPolicy
+        from langchain_resilient_tools.state.backend import MemoryBackend
+
+        self.backend = MemoryBackend()
+        self.node = ResilientToolNode(
+            Outbox().tools(), policy=ToolPolicy(**policy), store=self.backend
+        )
+        self.args = {"to": "alice@example.com"}
+
+    def call(self, name: str = "send_email") -> Any:
+        tool = self.node.tools_by_name[name]
+        return self.node.pipeline.new_call(
+            call_id="call_0", name=name, args=dict(self.args), tool=tool, thread_id="t1"
+        )
+
+    def put(self, step: str, entry: dict[str, Any], *, rerun: bool = False) -> None:
+        from langchain_resilient_tools.core.idempotency import key_for_call
+        from langchain_resilient_tools.pipeline.journal import logic
+
+        call = self.call()
+        key = logic.entry_key(call.name, key_for_call(call, "call_0", step), step, rerun=rerun)
+        self.backend.put(logic.NS_JOURNAL, key, entry, ttl=3600)
+
+    def intent(self, step: str, owner: dict[str, Any], lease: float) -> dict[str, Any]:
+        from langchain_resilient_tools.pipeline.journal import logic
+
+        now = self.backend.clock()
+        return logic.intent(
+            "send_email", self.args, owner=owner, now=now - 5, lease=lease, step=step
+        )
+
+    def settle(
+        self,
+        steps: Sequence[str] | None = ("tools@4", "tools@5"),
+        since: float | None = 0.0,
+        name: str = "send_email",
+    ) -> Any:
+        made = self.backend.clock() - 60 if since == 0.0 else since
+        return self.node.pipeline.settle_unanswered(self.call(name), steps, made)
+
+
+ELSEWHERE = {"host": "another-host", "boot": "b", "pid": 1, "start": "1"}
+
+
+def test_a_receipt_at_any_candidate_step_answers_with_what_the_model_got() -> None:
+    from langchain_resilient_tools.pipeline.journal import logic
+
+    j = Entries()
+    receipt = logic.receipt(j.intent("tools@5", ELSEWHERE, 10), now=j.backend.clock(), value="sent")
+    j.put("tools@5", receipt)
+    outcome = j.settle()
+    assert outcome.failure is None and outcome.value == "sent"
+    assert outcome.call.record.served_by == "journal"
+    assert j.settle(steps=("tools@4",)).failure.error == "not_run"  # not where it ran
+
+
+def test_a_recorded_failure_is_answered_again_and_a_persons_rerun_wins() -> None:
+    from langchain_resilient_tools.core.errors import OrphanedWrite
+    from langchain_resilient_tools.pipeline.journal import logic
+
+    j = Entries()
+    call = j.call()
+    failed = logic.receipt(
+        j.intent("tools@4", ELSEWHERE, 10), now=j.backend.clock(),
+        failure=j.node.pipeline._failure(OrphanedWrite(seconds_ago=3), call),
+    )  # fmt: skip
+    j.put("tools@4", failed)
+    assert j.settle().failure.error == "unknown_outcome"
+    rerun = logic.receipt(j.intent("tools@4", ELSEWHERE, 10), now=j.backend.clock(), value="sent")
+    j.put("tools@4", rerun, rerun=True)
+    assert j.settle().value == "sent"
+
+
+def test_an_intent_is_unknown_outcome_never_still_running_for_a_gone_worker() -> None:
+    j = Entries()
+    j.put("tools@4", j.intent("tools@4", ELSEWHERE, lease=1))  # its lease ran out
+    gone = j.settle().failure
+    assert gone.error == "unknown_outcome" and "stopped before it confirmed" in gone.message
+    j.put("tools@4", j.intent("tools@4", ELSEWHERE, lease=600))  # another worker runs it
+    alive = j.settle().failure
+    assert alive.error == "unknown_outcome" and "still being run" in alive.message
+
+
+def test_nothing_found_is_not_run_only_where_an_entry_would_be() -> None:
+    from langchain_resilient_tools.state.backend import MemoryBackend
+
+    assert Entries().settle().failure.error == "not_run"
+    assert Entries().settle(steps=None).failure.error == "unknown_outcome"  # steps not known
+    assert Entries().settle(since=None).failure.error == "unknown_outcome"  # age not known
+    old = Entries(journal={"ttl_s": 30}).settle()  # made 60 s ago: its entry may be gone
+    assert old.failure.error == "unknown_outcome"
+    assert Entries(journal=False).settle().failure.error == "unknown_outcome"
+    assert Entries().settle(steps=()).failure.error == "not_run"  # it could run nowhere
+    assert Entries().settle(name="get_inbox").failure.error == "not_run"
+
+    class Down(MemoryBackend):
+        def get(self, ns: str, key: str) -> Any:
+            from langchain_resilient_tools.core.errors import BackendError
+
+            raise BackendError("down")
+
+    j = Entries()
+    j.node.pipeline.env.backend = Down()
+    assert j.settle().failure.error == "unknown_outcome"  # the journal could not be read
+
+
+def test_a_malformed_dangling_call_is_answered_not_run() -> None:
+    node = ResilientToolNode(Outbox().tools())
+    bad = AIMessage(
+        "", invalid_tool_calls=[{"name": "send_email", "args": "{to:", "id": "b1", "error": "x"}]
+    )
+    (answer,) = answer_dangling_calls([HumanMessage("hi"), bad], tools=node)
+    assert (answer.tool_call_id, body(answer)["error"]) == ("b1", "not_run")

@@ -16,7 +16,9 @@ which reads them off the thread's checkpoints):
 - **nothing**, where the journal keeps an entry of every run of it (a write, journal on,
   the steps known, and entries not yet expired since the call was made): `NotRun`;
 - nothing, and nothing that could tell: `LeftUnanswered` for a write (it may have taken
-  effect), `NotRun(reads=True)` for a read (running it again is safe either way).
+  effect), `NotRun(reads=True)` for a read (running it again is safe either way);
+- no step where it could have run (`steps` empty: a call the model could not format
+  never reaches a tool): `NotRun`.
 
 A journal store that fails is `JournalUnreadable` for a write. Never "cancelled" blindly,
 never "still running" for a worker that is gone.
@@ -99,25 +101,23 @@ def settle(
     write (an intent of this process that it no longer runs is orphaned)."""
     call.record.served_by = RECOVERED_BY
     resolved = call.resolved
-    journaled = resolved.policy.journal.enabled
-    # The tool unknown (classified by its name only), its call is looked up either way.
-    looked_up = backend is not None and steps is not None and (resolved.write or call.tool is None)
-    if looked_up:
-        assert backend is not None and steps is not None
-        args = logic.args_digest(call.args)
-        try:
-            for step in steps:
-                verdict, found = _found(backend, call, step, args, here)
-                if verdict is not Verdict.NEW:
-                    return _answer(call, verdict, found, backend.clock())
-        except BackendError as exc:
-            if resolved.write:
-                raise JournalUnreadable() from exc
-            raise NotRun(reads=True) from exc
+    if steps is not None and not steps:  # it could have run nowhere (a malformed call)
+        raise NotRun(reads=not resolved.write)
+    # A tool not known here (classified by its name only): its call is looked up either way.
+    lookup = resolved.write or call.tool is None
+    if backend is None or steps is None or not lookup:
+        raise NotRun(reads=True) if not resolved.write else LeftUnanswered()
+    args = logic.args_digest(call.args)
+    try:
+        for step in steps:
+            verdict, found = _found(backend, call, step, args, here)
+            if verdict is not Verdict.NEW:
+                return _answer(call, verdict, found, backend.clock())
+    except BackendError as exc:
+        raise (JournalUnreadable() if resolved.write else NotRun(reads=True)) from exc
     if not resolved.write:
         raise NotRun(reads=True)
-    if looked_up and journaled and since is not None:
-        assert backend is not None
-        if backend.clock() - since < resolved.policy.journal.ttl_s:
-            raise NotRun(reads=False)  # every run of it would have left an entry
+    fresh = since is not None and backend.clock() - since < resolved.policy.journal.ttl_s
+    if resolved.policy.journal.enabled and fresh:
+        raise NotRun(reads=False)  # every run of it would have left an entry
     raise LeftUnanswered()

@@ -275,7 +275,7 @@ class JournalStage(Stage):
     def settle(self, call: Call, steps: Sequence[str] | None, since: float | None) -> Any:
         """What became of `call`, which a stopped run left unanswered, from its journal
         entry at one of `steps` (`recover.settle`; nothing runs)."""
-        backend = None if steps is None else journal_backend(self.env, call, self._made)
+        backend = journal_backend(self.env, call, self._made) if steps else None
         return recover.settle(call, backend, steps, since, _still_running_here)
 
     def _open(
