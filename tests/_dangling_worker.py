@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,14 +30,32 @@ class LaggingSaver(worker.KillingSqliteSaver):
     two steps before the step that ran the write."""
 
     _with_calls = 0
+    model_saved = threading.Event()
+    """Set once the model's own checkpoint (the first that holds its calls) is saved."""
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         messages = (checkpoint.get("channel_values") or {}).get("messages") or ()
-        if any(getattr(m, "tool_calls", None) for m in messages):
-            self._with_calls += 1
-            if self._with_calls == 2:
-                time.sleep(5)  # the kill comes first
-        return super().put(config, checkpoint, metadata, new_versions)
+        calls = any(getattr(m, "tool_calls", None) for m in messages)
+        self._with_calls += calls
+        if calls and self._with_calls == 2:
+            time.sleep(5)  # the kill comes first
+        out = super().put(config, checkpoint, metadata, new_versions)
+        if calls and self._with_calls == 1:
+            self.model_saved.set()
+        return out
+
+
+def _tools_after_the_models_checkpoint() -> None:
+    """The email tool starts once the model's checkpoint is saved (under load the kill
+    could otherwise come before it, and lose the model's message too)."""
+    reach = worker.reach
+
+    def waiting(point: str) -> None:
+        if point == "before_tool":
+            LaggingSaver.model_saved.wait(60)
+        reach(point)
+
+    worker.reach = waiting  # the email tool looks it up when it runs
 
 
 def agent(
@@ -59,6 +78,8 @@ def main(folder: str, kill: str, durability: str = "sync", lag: bool = False) ->
     ``"async"``, its default: while it runs, so a kill may lose the last ones; `lag`
     makes it lose the one before the tools' step, `LaggingSaver`)."""
     worker._kill = kill  # the process kills itself there (once)
+    if lag:
+        _tools_after_the_models_checkpoint()
     conn = sqlite3.connect(Path(folder) / "checkpoints.db", check_same_thread=False, timeout=30)
     app, _ = agent(Path(folder), conn, [SEND, AIMessage("done")], lag=lag)
     app.invoke({"messages": [HumanMessage("email alice")]}, THREAD, durability=durability)
