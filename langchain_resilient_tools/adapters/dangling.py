@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -166,11 +166,13 @@ def repair_dangling(self: Any, state: Any) -> dict[str, Any] | None:
     return repair_update(self.pipeline, tools, state, config, graph_store(config))
 
 
-async def arepair_dangling(self: Any, state: Any) -> dict[str, Any] | None:
-    """`repair_dangling` with the journal and the checkpoints read off the event loop."""
-    if not self.repair_dangling or not dangling(state["messages"]):
-        return None
-    return await asyncio.to_thread(repair_dangling, self, state)
+async def arepair_dangling(self: Any, state: Any, runtime: Any) -> dict[str, Any] | None:
+    """`ResilientToolsMiddleware.abefore_model`: its ``before_model``, on a worker thread
+    when calls dangle (the journal and the checkpoints are read off the event loop)."""
+    hook = self.before_model
+    if self.repair_dangling and dangling(state["messages"]):
+        return cast("dict[str, Any] | None", await asyncio.to_thread(hook, state, runtime))
+    return cast("dict[str, Any] | None", hook(state, runtime))
 
 
 def _of(adapter: Any) -> tuple[Pipeline, Mapping[str, BaseTool], str]:

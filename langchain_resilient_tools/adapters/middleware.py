@@ -14,7 +14,7 @@ from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, ToolCallRequest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 from langgraph.types import Command, TracePolicy
@@ -43,7 +43,7 @@ from .review import (
     run_durably,
     with_question,
 )
-from .rollback import rollback_update
+from .rollback import rollback_before_model
 from .turns import TurnSteps
 from .wiring import arun_with, run_with
 
@@ -232,29 +232,15 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
     def before_model(
         self, state: ResilientAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Answer calls a stopped run left unanswered (`adapters.dangling`), or roll back the
-        last tool turn when a result asked for it (see `adapters.rollback`)."""
-        messages, repaired = state["messages"], repair_dangling(self, state)
-        if repaired is not None or not messages or not isinstance(messages[-1], ToolMessage):
-            return repaired
-        start = max((i for i, msg in enumerate(messages) if isinstance(msg, AIMessage)), default=-1)
-        answers = [msg for msg in messages[start + 1 :] if isinstance(msg, ToolMessage)]
-        ledger: Any = state.get(LEDGER_KEY) or {}
-        count = int(ledger.get("rollbacks", 0) or 0)
-        step_update = self.pipeline.loose_step.close(answers, keep=True)
-        replacement, new_count = rollback_update(messages, answers, step_update, count)
-        update: dict[str, Any] = {}
-        if replacement is not None:
-            update["messages"] = replacement
-        if new_count != count:
-            update[LEDGER_KEY] = {"rollbacks": new_count}
-        return update or None
+        """Answer calls a stopped run left unanswered (`adapters.dangling`), else roll back
+        the last tool turn when a result asked for it (see `adapters.rollback`)."""
+        repaired = repair_dangling(self, state)
+        return repaired if repaired is not None else rollback_before_model(self.pipeline, state)
 
     async def abefore_model(
         self, state: ResilientAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        repaired = await arepair_dangling(self, state)  # off the event loop
-        return repaired if repaired is not None else self.before_model(state, runtime)
+        return await arepair_dangling(self, state, runtime)  # off the event loop if needed
 
 
 def _config_of(request: ToolCallRequest) -> Any:

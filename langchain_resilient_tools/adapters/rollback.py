@@ -9,8 +9,8 @@ the graph adapters write it in LangGraph's shapes:
   made the calls is removed with `RemoveMessage` (so none of its calls is left
   unanswered and no ToolMessage is orphaned) and one guidance `HumanMessage` is added.
 - `ResilientToolsMiddleware`: each call's `Command` writes its ledger entries; the
-  rollback happens in ``before_model`` (`rollback_update`), which removes the
-  AIMessage and every ToolMessage answering it.
+  rollback happens in ``before_model`` (`rollback_before_model`, `rollback_update`),
+  which removes the AIMessage and every ToolMessage answering it.
 
 - `ResilientTool` (a tool, not a graph node) cannot touch graph state: its dedup ledger
   is in memory only, and ``rollback`` degrades to the ``low_quality_result`` envelope.
@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.types import Command
 
-from ..pipeline import Step, StepUpdate
+from ..pipeline import Pipeline, Step, StepUpdate
 from ..state.graph import LEDGER_KEY
 
 GUIDANCE_ID_PREFIX = "lrt-rollback-"
@@ -89,6 +89,26 @@ def rollback_update(
     ]
     note = HumanMessage("\n".join(rollback.guidance), id=GUIDANCE_ID_PREFIX + uuid.uuid4().hex[:12])
     return [*removed, note], count + 1
+
+
+def rollback_before_model(pipeline: Pipeline, state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`ResilientToolsMiddleware.before_model`: the update that rolls back the last tool
+    turn when a result asked for it (`None`: nothing to do)."""
+    messages = state["messages"]
+    if not messages or not isinstance(messages[-1], ToolMessage):
+        return None
+    start = max((i for i, msg in enumerate(messages) if isinstance(msg, AIMessage)), default=-1)
+    answers = [msg for msg in messages[start + 1 :] if isinstance(msg, ToolMessage)]
+    ledger: Any = state.get(LEDGER_KEY) or {}
+    count = int(ledger.get("rollbacks", 0) or 0)
+    step_update = pipeline.loose_step.close(answers, keep=True)
+    replacement, new_count = rollback_update(messages, answers, step_update, count)
+    update: dict[str, Any] = {}
+    if replacement is not None:
+        update["messages"] = replacement
+    if new_count != count:
+        update[LEDGER_KEY] = {"rollbacks": new_count}
+    return update or None
 
 
 def finish_node_step(
