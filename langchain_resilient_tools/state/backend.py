@@ -46,6 +46,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import BaseStore
 
 from ..core.errors import BackendError
+from .limits import MemoryLimits
 
 NAMESPACE = "langchain_resilient_tools"
 """First element of every namespace this package writes into a `BaseStore`."""
@@ -65,6 +66,8 @@ def is_lock_wait(exc: BaseException) -> bool:
         text = str(exc).lower()
         return "locked" in text or "busy" in text
     return any(cls.__name__ in _LOCK_ERRORS for cls in type(exc).__mro__)
+
+
 @runtime_checkable
 class StateBackend(Protocol):
     """What the breaker, the dedup ledger and the caches need from a shared store."""
@@ -95,10 +98,12 @@ def decode(data: dict[str, str]) -> Any:
     return _serde.loads_typed((data["t"], base64.b64decode(data["d"])))
 
 
-class MemoryBackend:
-    """An in-process backend over a cachetools `TTLCache` (thread-safe, atomic claim)."""
+class MemoryBackend(MemoryLimits):
+    """An in-process backend over a cachetools `TTLCache` (thread-safe, atomic claim);
+    its limits (`state.limits.LimitBackend`) are shared by every adapter given it."""
 
     def __init__(self, *, maxsize: int = 65536, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
         self.clock = clock
         self._data: TTLCache[tuple[str, str], tuple[Any, float]] = TTLCache(
             maxsize, ttl=float("inf"), timer=clock
@@ -142,7 +147,9 @@ def guard_store() -> Iterator[None]:
         raise
     except Exception as exc:  # any store failure: the caller's policy decides
         lock_wait = is_lock_wait(exc)
-        raise BackendError(f"state store failed: {type(exc).__name__}", lock_wait=lock_wait) from exc
+        raise BackendError(
+            f"state store failed: {type(exc).__name__}", lock_wait=lock_wait
+        ) from exc
 
 
 class StoreBackend:
