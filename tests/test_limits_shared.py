@@ -39,6 +39,7 @@ from langchain_resilient_tools.state.backend import MemoryBackend, StoreBackend
 from langchain_resilient_tools.state.limits import gcra, supports_limits
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
+from tests._limit_workers import most_in_window
 from tests.clock import FakeClock
 from tests.tools import CALLS, counted
 
@@ -101,13 +102,6 @@ def _policy(clock: FakeClock, **limits: Any) -> ToolPolicy:
     return ToolPolicy(
         clock=clock, timeout=None, timeouts=Timeouts(deadline=None), limits=Limits(**limits)
     )
-
-
-def most_in_window(times: list[float], window: float = 1.0) -> int:
-    """The most of `times` in any closed window of `window` seconds (``[t, t + window]``,
-    where a bucket of rate R and burst B allows ``R * window + B``)."""
-    times = sorted(times)
-    return max(sum(1 for u in times[i:] if u <= t + window + 1e-9) for i, t in enumerate(times))
 
 
 @pytest.mark.parametrize(("adapter", "mode"), WORKERS)
@@ -393,3 +387,40 @@ def test_gcra_is_a_token_bucket() -> None:
 def test_only_stores_with_atomic_decisions_share_limits() -> None:
     assert supports_limits(MemoryBackend())
     assert not supports_limits(StoreBackend(InMemoryStore()))
+
+
+def test_the_store_clock_is_the_local_one_corrected_by_the_measured_offset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langchain_resilient_tools.state import limits
+
+    local, asked_on = FakeClock(1000.0), []
+
+    def sample() -> float:  # the store's clock is 30 s ahead
+        asked_on.append(threading.current_thread().name)
+        return local() + 30.0
+
+    clock = limits.StoreClock(local, sample)
+    assert clock() == 1030.0 and len(asked_on) == 1
+    local.advance(2.0)
+    assert clock() == 1032.0 and len(asked_on) == 1  # measured again only now and then
+    monkeypatch.setattr(limits, "CLOCK_REFRESH_S", 0.0)
+    clock.refresh()
+    assert len(asked_on) == 2
+
+    async def on_a_loop() -> tuple[float, str]:
+        return clock(), threading.current_thread().name
+
+    now, loop_thread = asyncio.run(on_a_loop())
+    assert now == 1032.0  # the last offset, at once
+    for _ in range(500):  # measured on a thread of its own meanwhile
+        if len(asked_on) == 3:
+            break
+        threading.Event().wait(0.01)
+    assert asked_on[2] != loop_thread
+
+    def failing() -> float:
+        raise BackendError("state store failed: OperationalError")
+
+    down = limits.StoreClock(local, failing)
+    assert down() == local()  # no offset measured: the local clock, and no error

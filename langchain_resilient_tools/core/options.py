@@ -237,7 +237,7 @@ class Limits(Options):
 
     Per adapter by default; across every worker when the tool's state is shared
     (`Shared`) in a store that can decide limits atomically (`MemoryBackend`,
-    ``PostgresStore``, SQLite: `state.limits`); on any other store they stay per process,
+    ``PostgresStore``, Redis, SQLite: `state.limits`); on any other store they stay per process,
     which the tool's first call says once (an `IgnoredOptionWarning`)."""
 
     max_concurrency: int | None = Field(default=None, ge=1)

@@ -6,8 +6,12 @@ Several workers share that state through a `StateBackend` over LangGraph's
 `BaseStore`: the store passed as ``store=`` to an adapter, or the graph's own store
 (``runtime.store``) for tools whose policy says ``Shared(backend="store")``.
 
-Operations and their consistency (values expire at ``clock() + ttl``; `clock` is wall
-time, so the workers' clocks must agree to well within the shortest TTL):
+Operations and their consistency (values expire at ``clock() + ttl``). `clock` is the
+store's clock where the store has one we can read: `PostgresBackend`'s is the local clock
+corrected by its offset to the server's (`state.limits.StoreClock`), so workers whose
+clocks disagree still agree on expiry; a SQLite file is one machine's. Elsewhere it is
+each worker's wall time, and the workers' clocks must agree to well within the shortest
+TTL. Limits shared across workers are `state.limits`.
 
 ======== =============================== ============================================
 op       `PostgresBackend`               `StoreBackend` (any other `BaseStore`)

@@ -14,6 +14,7 @@ A backend that can share limits implements `LimitBackend` beside `StateBackend`
   statement per decision, timed by the database's ``clock_timestamp()``;
 - `SqliteBackend` (`state.sqlite`): one ``BEGIN IMMEDIATE`` transaction per decision on
   one machine's file, timed by that machine's clock;
+- `RedisBackend` (`state.redis`): one Lua script per decision, timed by the server;
 - not `StoreBackend` (any other `BaseStore`): it has no atomic read-modify-write, so the
   limit stage keeps its per-process limits there, and says so once.
 
@@ -30,6 +31,7 @@ when something expires.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -124,11 +126,21 @@ class MemoryLimits:
             self._leases.get(key, {}).pop(holder, None)
 
 
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class StoreClock:
     """The store's clock as a callable: `local` plus the offset to the store's clock
     (`sample`: the store's time, one round trip), measured on first use and again after
-    `CLOCK_REFRESH_S`. A failed measurement keeps the last offset (none at first) and is
-    tried again on the next read: the store's own operations then fail and say why."""
+    `CLOCK_REFRESH_S`. Read on an event loop, it never waits for the store: the offset
+    is measured on a thread of its own meanwhile (the last one is used, none at first).
+    A failed measurement keeps the last offset and is tried again a second later: the
+    store's own operations then fail and say why."""
 
     def __init__(self, local: Callable[[], float], sample: Callable[[], float]) -> None:
         self.local = local
@@ -140,7 +152,11 @@ class StoreClock:
 
     def __call__(self) -> float:
         if time.monotonic() >= self._due:
-            self.refresh(wait=False)
+            if _on_event_loop():
+                self._due = time.monotonic() + 1.0  # one thread at a time
+                threading.Thread(target=self.refresh, name="lrt-store-clock", daemon=True).start()
+            else:
+                self.refresh(wait=False)
         return self.local() + self.offset
 
     def refresh(self, *, wait: bool = True) -> None:
@@ -151,7 +167,7 @@ class StoreClock:
             return
         try:
             if not wait and time.monotonic() < self._due:
-                return  # another thread just did
+                return  # another thread just did it
             before = self.local()
             try:
                 theirs = self._sample()

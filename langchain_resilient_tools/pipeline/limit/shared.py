@@ -61,7 +61,7 @@ class SharedLimit:
                 self.held = True
                 self._renewal = keeper.hold(self.renew, self.ttl / 3)
         if late:
-            self.backend.release_lease(self.key, holder=self.holder)
+            self._give_back()
         return got and not late
 
     def renew(self) -> None:
@@ -78,8 +78,10 @@ class SharedLimit:
             if self._renewal is not None:
                 keeper.release(self._renewal)
                 self._renewal = None
-        if not held:
-            return
+        if held:
+            self._give_back()
+
+    def _give_back(self) -> None:
         try:
             self.backend.release_lease(self.key, holder=self.holder)
         except BackendError as exc:
