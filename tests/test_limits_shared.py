@@ -159,16 +159,56 @@ def _blocking_tool(started: threading.Event, release: threading.Event) -> BaseTo
     return counted("get_quote", run)
 
 
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def stores(
+    request: pytest.FixtureRequest, clock: FakeClock, tmp_path: Any
+) -> Iterator[Callable[[], Any]]:
+    """Each worker's `store=` on one shared store: the same `MemoryBackend` (one
+    process), or a connection of its own to one SQLite file or one Redis server."""
+    made: list[Any] = []
+    if request.param == "memory":
+        backend = MemoryBackend(clock=clock)
+        yield lambda: backend
+        return
+    if request.param == "sqlite":
+        path = os.path.join(tmp_path, "state.db")
+        connect: Callable[[], Any] = lambda: SqliteBackend(path)  # noqa: E731
+    else:
+        import redis
+
+        url = request.getfixturevalue("redis_url")
+        connect = lambda: redis.Redis.from_url(url)  # noqa: E731
+
+    def store() -> Any:
+        made.append(connect())
+        return made[-1]
+
+    yield store
+    for each in made:
+        each.close()
+
+
+def test_a_worker_finds_the_bucket_another_emptied(clock: FakeClock, stores: Any) -> None:
+    """One token every 10 s: the first worker's call takes it; the second worker's, with
+    3 s left before its deadline, is answered at once, without running the tool."""
+    policy = ToolPolicy(clock=clock, timeout=1, limits=Limits(rate_limit=0.1))
+    seen: list[float] = []
+    first, second = (Worker("tool", "sync", recording_tool(clock, seen), policy, stores()) for _ in "ab")  # fmt: skip
+    assert first.call("get_quote", {"symbol": "A"}, "c1").status == "success"
+    data = json.loads(str(second.call("get_quote", {"symbol": "B"}, "c2").content))
+    assert data["error"] == "timeout"
+    assert CALLS["get_quote"] == 1 and clock() == 1000.0  # no time spent waiting in vain
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_slot_held_by_one_worker_makes_another_wait_until_its_deadline(
-    clock: FakeClock, mode: str
+    clock: FakeClock, mode: str, stores: Any
 ) -> None:
-    backend = MemoryBackend(clock=clock)
     started, release = threading.Event(), threading.Event()
     policy = ToolPolicy(clock=clock, timeout=1, limits=Limits(max_concurrency=1))
     tool = _blocking_tool(started, release)
-    holder = Worker("node", "sync", tool, policy.model_copy(update={"timeout": 30}), backend)
-    other = Worker("node", mode, tool, policy, backend)
+    holder = Worker("node", "sync", tool, policy.model_copy(update={"timeout": 30}), stores())
+    other = Worker("node", mode, tool, policy, stores())
     thread = _hold(holder, release, started)
     try:
         answer = other.call("get_quote", {"symbol": "B"}, "c2")

@@ -237,8 +237,8 @@ class Limits(Options):
 
     Per adapter by default; across every worker when the tool's state is shared
     (`Shared`) in a store that can decide limits atomically (`MemoryBackend`,
-    ``PostgresStore``, Redis, SQLite: `state.limits`); on any other store they stay per process,
-    which the tool's first call says once (an `IgnoredOptionWarning`)."""
+    ``PostgresStore``, Redis, SQLite: `state.limits`); on any other store they stay per
+    process, which the tool's first call says once (an `IgnoredOptionWarning`)."""
 
     max_concurrency: int | None = Field(default=None, ge=1)
     """At most this many attempts of this tool run at once (per adapter, or across

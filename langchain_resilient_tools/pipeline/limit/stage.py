@@ -31,8 +31,8 @@ PER_PROCESS = (
     "The limits of {tool!r} (max_concurrency, rate_limit) hold per process, not across "
     "workers: its state is shared in its store ({store}), which cannot decide them "
     "atomically across processes. Share them through a PostgresStore, Redis or a SQLite "
-    "store, or say "
-    'they are per process with ToolPolicy(shared=Shared(backend="local")) for it.'
+    'store, or say they are per process with ToolPolicy(shared=Shared(backend="local")) '
+    "for it."
 )
 
 
