@@ -33,6 +33,7 @@ OPTIONAL = (
     "bench_builtins",
     "bench_redact",
     "bench_tasks",
+    "bench_limits",
 )
 """Benchmark modules owned elsewhere; each is run through its ``main()`` if present."""
 

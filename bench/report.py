@@ -209,6 +209,36 @@ def _backends(data: dict[str, Any]) -> str:
     return f"Policy: {data['backends']['policy']}.\n\n" + _table(headers, rows)
 
 
+def _limits(data: dict[str, Any]) -> str:
+    if "runs" not in data:
+        return f"{NOT_MEASURED} ({data.get('skipped', 'no runs')})."
+    rows = [
+        [r["workers"], "shared (`PostgresStore`)" if r["limits"] == "shared" else "per process",
+         "" if r.get("max_tokens_per_1s_window") is None else r["max_tokens_per_1s_window"],
+         r["max_per_1s_window"], f"{r['rate_over_run']:.1f}",
+         f"{r['max_in_flight']} (cap {data['cap']})"]
+        for r in data["runs"]
+    ]  # fmt: skip
+    headers = ["workers", "limits",
+               f"most tokens the store gave in 1 s (bound {data['bound_per_1s_window']})",
+               "most calls the tool saw in 1 s", "calls/s over the run",
+               "most in flight at once"]  # fmt: skip
+    cost, kill = data["cost"], data["kill"]
+    ms, ops = cost["ms_per_call"], cost["ms_per_store_op"]
+    cost_rows = [[name, f"{v:.2f}"] for name, v in ms.items()]
+    cost_rows += [[f"store op: `{name}`", f"{v:.2f}"] for name, v in ops.items()]
+    head = (
+        f"`rate_limit={data['rate']}` (burst {data['burst']}) on `get_quote`, "
+        f"`max_concurrency={data['cap']}` on `get_report` (each call {data['hold_s']} s), "
+        "4 threads per worker. A worker killed while holding the only slot gave it back "
+        f"after {kill['slot_back_after_kill_s']:.2f} s (`lease_s={kill['lease_s']:g}`)."
+    )
+    return (
+        f"{head}\n\n{_table(headers, rows)}\n\nCost in one process (a tool under both "
+        f"limits, never binding):\n\n{_table(['variant', 'ms per call'], cost_rows)}"
+    )
+
+
 def _checkpoints(data: dict[str, Any]) -> str:
     labels = {"toolnode": "`ToolNode`", "plain": "`ResilientToolNode`, `MessagesState`",
               "ledger": "`ResilientToolNode`, `ResilientToolsState`"}  # fmt: skip
@@ -316,6 +346,7 @@ RENDERERS: dict[str, Renderer] = {
     "dedup.json": _dedup,
     "breaker.json": _breaker,
     "backends.json": _backends,
+    "limits.json": _limits,
     "checkpoints.json": _checkpoints,
     "instructions.json": _instructions,
     "instructions.json#breakdown": _breakdown,

@@ -237,6 +237,7 @@ LONGEST_FIRST = (
     "tests/test_backends_workers.py",
     "tests/test_backends_redis.py",
     "tests/test_backends_postgres.py",
+    "tests/test_limits_postgres.py",
     "tests/test_mcp_annotations.py",
     "tests/test_mcp.py",
     "tests/test_server.py",

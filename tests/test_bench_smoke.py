@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bench import memory, overhead, timeouts, wrapper
 
 
@@ -266,3 +268,21 @@ def test_dangling_tiny() -> None:
     )  # the look adds no node where it is
     assert set(result["repair_sqlite"][1]) == {"messages", "repair_ms", "checkpoint_walk_ms"}
     assert "checkpoints per run" in bench_dangling.table(result)
+
+
+@pytest.mark.slow  # PostgreSQL
+def test_limits_bench_decision_cost_tiny(pg_url: str) -> None:
+    """The worker runs of `bench.bench_limits` are the processes of
+    tests/test_limits_postgres.py; here its cost part and its table."""
+    from bench import bench_limits, report
+
+    cost = bench_limits._decision_cost(pg_url, calls=3, rounds=1)
+    assert set(cost["ms_per_call"]) == {"no_limits", "per_process", "shared_postgres"}
+    assert set(cost["ms_per_store_op"]) == {"take_token", "acquire_lease", "release_lease"}
+    run = {"workers": 2, "quote_calls": 4, "max_per_1s_window": 3, "rate_over_run": 2.0,
+           "max_tokens_per_1s_window": 2, "report_calls": 2, "max_in_flight": 1}  # fmt: skip
+    result = {"rate": 2, "burst": 1, "cap": 1, "hold_s": 0.1, "bound_per_1s_window": 3,
+              "runs": [{**run, "limits": "shared"}, {**run, "limits": "per_process"}],
+              "kill": {"lease_s": 2.0, "slot_back_after_kill_s": 1.5}, "cost": cost}  # fmt: skip
+    assert "per_process" in bench_limits.table(result)
+    assert "most tokens the store gave in 1 s (bound 3)" in report.RENDERERS["limits.json"](result)

@@ -17,7 +17,8 @@ from langchain_core import rate_limiters
 
 from langchain_resilient_tools import Limits, RetryPolicy, Timeouts, ToolPolicy
 from langchain_resilient_tools.core.hints import is_rate_limited, retry_after
-from langchain_resilient_tools.pipeline import limit
+from langchain_resilient_tools.pipeline.limit import core as limit
+from langchain_resilient_tools.pipeline.limit import stage as limit_stage
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
@@ -255,8 +256,8 @@ def fake_limiter(monkeypatch: pytest.MonkeyPatch) -> RecordingLimiter:
         await asyncio.sleep(0)
 
     monkeypatch.setattr(rate_limiters, "time", FakeTime)
-    monkeypatch.setattr(limit, "_pause", pause)
-    monkeypatch.setattr(limit, "_apause", apause)
+    monkeypatch.setattr(limit_stage, "_pause", pause)
+    monkeypatch.setattr(limit_stage, "_apause", apause)
     return RecordingLimiter(clock, lock)
 
 

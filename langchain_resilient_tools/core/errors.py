@@ -304,5 +304,6 @@ class BackendError(Exception):
 
 class IgnoredOptionWarning(UserWarning):
     """An option set for a tool cannot take effect there (a retry or a hedge on a tool
-    treated as a write). Filter it with ``warnings.filterwarnings("ignore",
+    treated as a write; limits meant for every worker on a store that can keep them per
+    process only). Filter it with ``warnings.filterwarnings("ignore",
     category=IgnoredOptionWarning)``, or follow the fix it names."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.rate_limiters import BaseRateLimiter
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .errors import UsageError
 from .frozen import Options
@@ -233,15 +233,31 @@ class ResultChecks(Options):
 
 
 class Limits(Options):
-    """How many attempts of a tool run at once and per second (`pipeline.limit`)."""
+    """How many attempts of a tool run at once and per second (`pipeline.limit`).
+
+    Per adapter by default; across every worker when the tool's state is shared
+    (`Shared`) in a store that can decide limits atomically (`MemoryBackend`,
+    ``PostgresStore``, Redis, SQLite: `state.limits`); on any other store they stay per
+    process, which the tool's first call says once (an `IgnoredOptionWarning`)."""
 
     max_concurrency: int | None = Field(default=None, ge=1)
-    """At most this many attempts of this tool run at once (per adapter); the others
-    wait for a slot, and the wait counts against the call's deadline (`None`: no limit)."""
+    """At most this many attempts of this tool run at once (per adapter, or across
+    workers when shared); the others wait for a slot, and the wait counts against the
+    call's deadline (`None`: no limit)."""
     rate_limit: float | BaseRateLimiter | None = None
-    """At most this many attempts per second (langchain-core's `InMemoryRateLimiter`,
-    no bursts), or a `BaseRateLimiter` of your own (share one between tools to limit
-    them together). The wait counts against the call's deadline (`None`: no limit)."""
+    """At most this many attempts per second (langchain-core's `InMemoryRateLimiter`
+    per adapter, a token bucket in the store when shared), or a `BaseRateLimiter` of
+    your own (share one between tools to limit them together; it stays what it is, per
+    process, when the state is shared). The wait counts against the call's deadline
+    (`None`: no limit)."""
+    burst: int = Field(default=1, ge=1)
+    """Attempts that may start at once after a quiet spell, beyond the rate: in any
+    ``t`` seconds at most ``rate_limit * t + burst`` start (1: none beyond the rate).
+    For a rate in calls per second only."""
+    lease_s: float = Field(default=10.0, gt=0)
+    """Shared `max_concurrency` only: seconds a slot is held without renewal. Its worker
+    renews it every third of that while the attempt runs, so the slots of a worker that
+    died come back to the others within `lease_s`."""
 
     @field_validator("rate_limit")
     @classmethod
@@ -249,6 +265,15 @@ class Limits(Options):
         if isinstance(v, int | float) and not isinstance(v, bool) and v <= 0:
             raise UsageError("rate_limit must be > 0 calls per second, a BaseRateLimiter or None")
         return v
+
+    @model_validator(mode="after")
+    def _check_burst(self) -> Limits:
+        if self.burst != 1 and not isinstance(self.rate_limit, int | float):
+            raise UsageError(
+                "Limits.burst applies to a rate_limit in calls per second; "
+                f"rate_limit is {self.rate_limit!r}"
+            )
+        return self
 
 
 class Timeouts(Options):

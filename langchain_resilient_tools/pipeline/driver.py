@@ -39,7 +39,7 @@ from .dedup.stage import DedupStage
 from .fallback import FallbackStage
 from .hedge.stage import HedgeStage
 from .journal.stage import JournalStage
-from .limit import LimitStage
+from .limit.stage import LimitStage
 from .lookups import Lookups
 from .repair.stage import RepairStage
 from .retry.stage import RetryStage

@@ -6,8 +6,12 @@ Several workers share that state through a `StateBackend` over LangGraph's
 `BaseStore`: the store passed as ``store=`` to an adapter, or the graph's own store
 (``runtime.store``) for tools whose policy says ``Shared(backend="store")``.
 
-Operations and their consistency (values expire at ``clock() + ttl``; `clock` is wall
-time, so the workers' clocks must agree to well within the shortest TTL):
+Operations and their consistency (values expire at ``clock() + ttl``). `clock` is the
+store's clock where the store has one we can read: `PostgresBackend`'s is the local clock
+corrected by its offset to the server's (`state.limits.StoreClock`), so workers whose
+clocks disagree still agree on expiry; a SQLite file is one machine's. Elsewhere it is
+each worker's wall time, and the workers' clocks must agree to well within the shortest
+TTL. Limits shared across workers are `state.limits`.
 
 ======== =============================== ============================================
 op       `PostgresBackend`               `StoreBackend` (any other `BaseStore`)
@@ -46,6 +50,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import BaseStore
 
 from ..core.errors import BackendError
+from .limits import MemoryLimits
 
 NAMESPACE = "langchain_resilient_tools"
 """First element of every namespace this package writes into a `BaseStore`."""
@@ -65,6 +70,8 @@ def is_lock_wait(exc: BaseException) -> bool:
         text = str(exc).lower()
         return "locked" in text or "busy" in text
     return any(cls.__name__ in _LOCK_ERRORS for cls in type(exc).__mro__)
+
+
 @runtime_checkable
 class StateBackend(Protocol):
     """What the breaker, the dedup ledger and the caches need from a shared store."""
@@ -95,10 +102,12 @@ def decode(data: dict[str, str]) -> Any:
     return _serde.loads_typed((data["t"], base64.b64decode(data["d"])))
 
 
-class MemoryBackend:
-    """An in-process backend over a cachetools `TTLCache` (thread-safe, atomic claim)."""
+class MemoryBackend(MemoryLimits):
+    """An in-process backend over a cachetools `TTLCache` (thread-safe, atomic claim);
+    its limits (`state.limits.LimitBackend`) are shared by every adapter given it."""
 
     def __init__(self, *, maxsize: int = 65536, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
         self.clock = clock
         self._data: TTLCache[tuple[str, str], tuple[Any, float]] = TTLCache(
             maxsize, ttl=float("inf"), timer=clock
@@ -142,7 +151,9 @@ def guard_store() -> Iterator[None]:
         raise
     except Exception as exc:  # any store failure: the caller's policy decides
         lock_wait = is_lock_wait(exc)
-        raise BackendError(f"state store failed: {type(exc).__name__}", lock_wait=lock_wait) from exc
+        raise BackendError(
+            f"state store failed: {type(exc).__name__}", lock_wait=lock_wait
+        ) from exc
 
 
 class StoreBackend:

@@ -9,6 +9,22 @@ the same database, `OwnConnection`) and the table `TABLE`, created on first use:
 
     ns text, key text, kind text, data bytea, expires_at double precision,
     PRIMARY KEY (ns, key)
+
+Time is the database's: `PostgresBackend.clock` is the local clock plus its offset to
+the server's ``clock_timestamp()`` (`state.limits.StoreClock`, measured every few
+seconds), so entries, the breaker's recovery time and the journal's leases expire at
+the same moment for workers whose own clocks disagree.
+
+Shared limits (`state.limits.LimitBackend`) live in two tables of their own, created on
+their first use; each decision is one ``INSERT ... ON CONFLICT (key) DO UPDATE``
+statement, which locks the key's row and reads its latest version, so concurrent
+decisions on one key are serialized by the database and timed by its
+``clock_timestamp()``::
+
+    lrt_buckets (key text PRIMARY KEY, tat, wait, at double precision)
+        -- a token bucket as its theoretical arrival time (`state.limits.gcra`)
+    lrt_leases (key text PRIMARY KEY, holders jsonb)
+        -- {holder: expiry}; expired holders are dropped by the next acquire
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg.rows import tuple_row
 
 from .backend import TABLE, guard_store
+from .limits import StoreClock
 from .table import TableBackend, statements
 
 _SETUP = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -88,18 +105,56 @@ def _connect_args(theirs: Any) -> tuple[str, dict[str, Any]]:
     return str(theirs.conninfo), {k: v for k, v in kwargs.items() if k != "row_factory"}
 
 
+BUCKETS, LEASES = "lrt_buckets", "lrt_leases"
+"""The tables of the shared limits (made on their first use)."""
+_LIMITS_SETUP = (
+    f"""CREATE TABLE IF NOT EXISTS {BUCKETS} (key text PRIMARY KEY, tat double precision
+    NOT NULL, wait double precision NOT NULL, at double precision NOT NULL)""",
+    f"CREATE TABLE IF NOT EXISTS {LEASES} (key text PRIMARY KEY, holders jsonb NOT NULL)",
+)
+_NOW = "extract(epoch FROM clock_timestamp())::double precision"
+_TAKE = f"""INSERT INTO {BUCKETS} AS b (key, tat, wait, at)
+    VALUES (%(key)s, {_NOW} + %(interval)s, 0, {_NOW})
+    ON CONFLICT (key) DO UPDATE SET
+    tat = CASE WHEN greatest(b.tat, excluded.at) - excluded.at <= %(tolerance)s
+        THEN greatest(b.tat, excluded.at) + %(interval)s ELSE b.tat END,
+    wait = greatest(0, greatest(b.tat, excluded.at) - %(tolerance)s - excluded.at),
+    at = excluded.at
+    RETURNING wait"""
+_LIVE = f"FROM jsonb_each({LEASES}.holders) e WHERE (e.value)::double precision > {_NOW}"
+_ACQUIRE = f"""INSERT INTO {LEASES} (key, holders)
+    VALUES (%(key)s, jsonb_build_object(%(holder)s::text, {_NOW} + %(ttl)s))
+    ON CONFLICT (key) DO UPDATE SET holders =
+    (SELECT coalesce(jsonb_object_agg(e.key, e.value), '{{}}'::jsonb) {_LIVE})
+    || excluded.holders
+    WHERE (SELECT count(*) {_LIVE}) < %(cap)s
+    RETURNING 1"""
+_RENEW = f"""UPDATE {LEASES} SET holders = jsonb_set(holders, ARRAY[%(holder)s::text],
+    to_jsonb({_NOW} + %(ttl)s)) WHERE key = %(key)s
+    AND (holders ->> %(holder)s::text)::double precision > {_NOW} RETURNING 1"""
+_RELEASE = f"UPDATE {LEASES} SET holders = holders - %(holder)s::text WHERE key = %(key)s"
+
+
 class PostgresBackend(TableBackend):
-    """A `StateBackend` on a ``PostgresStore``'s connection (see the module docstring)."""
+    """A `StateBackend` and `LimitBackend` on a ``PostgresStore``'s connection (see the
+    module docstring); `clock` is the database's (`local_clock` corrected)."""
 
     sql = statements("%s")
 
     def __init__(self, store: Any, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__(clock=clock)
         self.store = store
-        self._made = False
+        self._made = self._limits_made = False
         self._lock = threading.Lock()
+        self.clock = StoreClock(clock, self._server_time)
 
-    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+    def _server_time(self) -> float:
+        with guard_store():
+            row = self._run(f"SELECT {_NOW}")
+        assert row is not None
+        return float(row[0])
+
+    def _run(self, sql: str, params: Any = ()) -> tuple[Any, ...] | None:
         conn = self.store.conn
         getter = getattr(conn, "connection", None)  # a pool hands out connections
         with getter() if callable(getter) else nullcontext(conn) as c:
@@ -123,3 +178,37 @@ class PostgresBackend(TableBackend):
     def _ready(self) -> None:
         if not self._made:
             self.setup()
+
+    # -- shared limits (`state.limits.LimitBackend`) -----------------------------------
+
+    def _limit(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        """Run one limit decision (the limit tables made first, once)."""
+        with guard_store():
+            if not self._limits_made:
+                with self._lock:
+                    for setup in _LIMITS_SETUP:
+                        try:
+                            self._run(setup)
+                        except Exception:  # two workers creating it at once: one loses
+                            self._run(setup)
+                    self._limits_made = True
+            return self._run(sql, params)
+
+    def now(self) -> float:
+        return self.clock()
+
+    def take_token(self, key: str, *, rate: float, burst: float) -> float:
+        params = {"key": key, "interval": 1.0 / rate, "tolerance": (burst - 1.0) / rate}
+        row = self._limit(_TAKE, params)
+        assert row is not None
+        return float(row[0])
+
+    def acquire_lease(self, key: str, *, cap: int, holder: str, ttl: float) -> bool:
+        params = {"key": key, "cap": cap, "holder": holder, "ttl": ttl}
+        return self._limit(_ACQUIRE, params) is not None
+
+    def renew_lease(self, key: str, *, holder: str, ttl: float) -> bool:
+        return self._limit(_RENEW, {"key": key, "holder": holder, "ttl": ttl}) is not None
+
+    def release_lease(self, key: str, *, holder: str) -> None:
+        self._limit(_RELEASE, {"key": key, "holder": holder})

@@ -22,6 +22,14 @@ the file itself, is skipped when the file is in WAL mode already, tried again a 
 SQLite's default rollback journal too); the table is made with ``CREATE TABLE IF NOT
 EXISTS``, tried again while another process holds the lock to make it. A lock that still
 stands is raised as a `BackendError` with ``lock_wait`` set (`state.backend.is_lock_wait`).
+
+Shared limits (`state.limits.LimitBackend`) are kept in two more tables, made on their
+first use: ``lrt_buckets (key, tat)`` and ``lrt_leases (key, holder, expires_at)``. Each
+decision is one ``BEGIN IMMEDIATE`` transaction (the file's write lock, so processes on
+the file decide one at a time), timed by this machine's clock (`clock`): a SQLite file
+is shared by processes on one machine, which read one clock. They go through a
+connection of their own with ``synchronous=NORMAL`` (no fsync per decision: a limit
+need not outlive a power cut, and the file is never corrupted by one in WAL mode).
 """
 
 from __future__ import annotations
@@ -32,9 +40,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from .backend import TABLE, is_lock_wait
+from .backend import TABLE, guard_store, is_lock_wait
+from .limits import gcra
 from .table import TableBackend, statements
 
 _SETUP = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -80,6 +89,12 @@ WAL_BUSY_S = 0.2
 """Seconds one try of the switch to WAL waits for another connection's lock."""
 SETUP_TRIES = 4
 """How many times the table's creation is tried while another process holds a lock."""
+_LIMITS_SETUP = (
+    "CREATE TABLE IF NOT EXISTS lrt_buckets (key TEXT PRIMARY KEY, tat REAL NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS lrt_leases (key TEXT NOT NULL, holder TEXT NOT NULL,
+    expires_at REAL NOT NULL, PRIMARY KEY (key, holder))""",
+)
+T = TypeVar("T")
 
 
 def _journal_mode(conn: sqlite3.Connection) -> str:
@@ -136,6 +151,7 @@ class SqliteBackend(TableBackend):
         self._sleep = sleep
         """How the first use waits before it tries a refused step again."""
         self._conn: sqlite3.Connection | None = None
+        self._limits_conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
 
     def _open(self) -> sqlite3.Connection:
@@ -160,8 +176,65 @@ class SqliteBackend(TableBackend):
             row: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
             return row
 
+    # -- shared limits (`state.limits.LimitBackend`) -----------------------------------
+
+    def _atomic(self, work: Callable[[sqlite3.Connection, float], T]) -> T:
+        """`work(connection, now)` in one ``BEGIN IMMEDIATE`` transaction."""
+        with guard_store(), self._lock:
+            if self._limits_conn is None:
+                self._limits_conn = self._open()
+                self._limits_conn.execute("PRAGMA synchronous = NORMAL")
+            conn = self._limits_conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for setup in _LIMITS_SETUP:
+                    conn.execute(setup)
+                result = work(conn, self.clock())
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+    def now(self) -> float:
+        return self.clock()
+
+    def take_token(self, key: str, *, rate: float, burst: float) -> float:
+        def take(conn: sqlite3.Connection, now: float) -> float:
+            row = conn.execute("SELECT tat FROM lrt_buckets WHERE key = ?", (key,)).fetchone()
+            tat, wait = gcra(None if row is None else row[0], now, rate=rate, burst=burst)
+            conn.execute("INSERT OR REPLACE INTO lrt_buckets (key, tat) VALUES (?, ?)", (key, tat))
+            return wait
+
+        return self._atomic(take)
+
+    def acquire_lease(self, key: str, *, cap: int, holder: str, ttl: float) -> bool:
+        def acquire(conn: sqlite3.Connection, now: float) -> bool:
+            conn.execute("DELETE FROM lrt_leases WHERE key = ? AND expires_at <= ?", (key, now))
+            (held,) = conn.execute(
+                "SELECT count(*) FROM lrt_leases WHERE key = ?", (key,)
+            ).fetchone()
+            if held >= cap:
+                return False
+            conn.execute("INSERT INTO lrt_leases VALUES (?, ?, ?)", (key, holder, now + ttl))
+            return True
+
+        return self._atomic(acquire)
+
+    def renew_lease(self, key: str, *, holder: str, ttl: float) -> bool:
+        def renew(conn: sqlite3.Connection, now: float) -> bool:
+            sql = "UPDATE lrt_leases SET expires_at = ? WHERE key = ? AND holder = ? AND expires_at > ?"
+            return conn.execute(sql, (now + ttl, key, holder, now)).rowcount > 0
+
+        return self._atomic(renew)
+
+    def release_lease(self, key: str, *, holder: str) -> None:
+        sql = "DELETE FROM lrt_leases WHERE key = ? AND holder = ?"
+        self._atomic(lambda conn, now: conn.execute(sql, (key, holder)))
+
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            for conn in (self._conn, self._limits_conn):
+                if conn is not None:
+                    conn.close()
+            self._conn = self._limits_conn = None
