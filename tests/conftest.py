@@ -125,9 +125,13 @@ class Harness:
             checkpointer=checkpointer, store=store, interrupt_before=interrupt_before
         )
 
-    def invoke(self, graph: Any, payload: Any, config: dict[str, Any] | None = None) -> Any:
+    def invoke(
+        self, graph: Any, payload: Any, config: dict[str, Any] | None = None, *, control: Any = None
+    ) -> Any:
+        """Run `graph` once (`control`: LangGraph's `RunControl` of the run, if any)."""
+        kwargs = {} if control is None else {"control": control}
         if self.mode == "sync":
-            return graph.invoke(payload, config)
+            return graph.invoke(payload, config, **kwargs)
         # One loop for the harness, as an application has one: work a step leaves
         # running (ToolNode does not wait for a sibling of an interrupted call) goes on
         # between a run and its resume. Not asyncio.run, which would wait for the loop's
@@ -135,7 +139,7 @@ class Harness:
         if self.loop is None or self.loop.is_closed():
             self.loop = asyncio.new_event_loop()
             _LOOPS.append(self.loop)
-        return self.loop.run_until_complete(graph.ainvoke(payload, config))
+        return self.loop.run_until_complete(graph.ainvoke(payload, config, **kwargs))
 
     def close(self) -> None:
         """Release hung test tools and close the harness's event loop."""

@@ -32,7 +32,8 @@ class CallRecord:
     """``success`` or ``error``."""
     error: ToolErrorType | None = None
     served_by: str = "tool"
-    """``tool``, or what answered instead (``dedup``, ``cache``, ``stale_cache``, ``fallback``)."""
+    """``tool``, or what answered instead (``dedup``, ``cache``, ``stale_cache``, ``fallback``;
+    ``drain``: not started, the run is shutting down)."""
     repairs: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     """Short sentences shown to the model before a successful result."""
@@ -128,6 +129,12 @@ class Call:
     """Absolute `policy.clock` time by which the whole call must be answered, if any."""
     started: float | None = None
     """`policy.clock` time at which the call started (set with its deadline)."""
+    node: Any = None
+    """The timed LangGraph attempt the call runs in (`runtime.graphnode.NodeRun`: a node
+    with a `TimeoutPolicy`), set with the deadline; `None` for any other call."""
+    deadline_by_node: bool = False
+    """Whether `deadline` is the node's (its run timeout, less the time to answer): the
+    earliest of the call's deadlines."""
     hedge: int = 0
     """Which attempt of a hedge race this copy of the call runs (0: the first one; set
     by `pipeline.hedge`). A hedge never waits for a slot or a token (`pipeline.limit`)."""

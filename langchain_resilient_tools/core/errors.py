@@ -25,6 +25,7 @@ exception, to an envelope::
     ├── Recorded                      a journal receipt's failure, answered again
     ├── LowQualityResult              a successful call whose result is useless
     ├── StateUnavailable              the shared state store failed (``Shared(on_error="closed")``)
+    ├── Drained                       the run is draining: nothing new was started (`.after`)
     └── SessionUnavailable            a session-bound tool's event loop cannot run a sync call
 
 `UsageError` is developer-facing: a wrong configuration raises it at construction time
@@ -248,6 +249,19 @@ class StateUnavailable(ResilienceSignal):
 
     def __init__(self) -> None:
         super().__init__("shared state store unavailable")
+
+
+class Drained(ResilienceSignal):
+    """The run was asked to drain (LangGraph's ``RunControl.request_drain()``: a server
+    shutting down), so what `what` names was not started: the first run of a write
+    (``"write"``), a breaker's half-open probe (``"probe"``), or another attempt after a
+    failure (``"retry"``, `after`: the failure not retried). Nothing was done that the
+    failure does not say; the call is safe to send again once the run resumes."""
+
+    def __init__(self, what: str, *, after: BaseException | None = None) -> None:
+        super().__init__(f"draining: no {what} started")
+        self.what = what
+        self.after = after
 
 
 class LowQualityResult(ResilienceSignal):

@@ -36,6 +36,7 @@ from .breaker.stage import BreakerStage
 from .cache import CacheStage
 from .checks import ChecksStage
 from .dedup.stage import DedupStage
+from .drain import DrainStage
 from .fallback import FallbackStage
 from .hedge.stage import HedgeStage
 from .journal.stage import JournalStage
@@ -70,6 +71,7 @@ STAGES: tuple[type[Stage], ...] = (
     BreakerStage,  # per-tool circuit breaker: every attempt counted, open = final
     ChecksStage,  # result checks: a useless success raises LowQualityResult
     LimitStage,  # client-side limits: a slot (max_concurrency) and a rate-limit token
+    DrainStage,  # writes: none starts once the run is asked to drain (a server stopping)
     AttemptStage,  # one attempt with a deadline; runs the tool
 )
 """The stage order, outermost first. This is the only place it is written."""

@@ -3,9 +3,13 @@
 A call's deadline is the earlier of a run-wide one (``config["configurable"]["lrt_deadline"]``,
 an absolute time on the policy's `clock`, `time.monotonic` by default) and the call's
 own budget (`Timeouts.deadline` from the moment the call starts; by default
-``2 * timeout + 1`` s). Layered timeouts
-then hold: an attempt never gets more time than the call has left, and neither does a
-backoff wait.
+``2 * timeout + 1`` s), and, for a call of a LangGraph node timed with a
+`TimeoutPolicy` (``add_node(..., timeout=...)``, ``Send(..., timeout=...)``), the moment
+its answer must be written for the node to return before LangGraph cancels it
+(`runtime.graphnode`: the node's `run_timeout` less a margin). Layered timeouts then
+hold: an attempt never gets more time than the call has left, and neither does a backoff
+wait; the node's own timeout never takes the step's answers with it. A node with an
+`idle_timeout` also hears from its live calls (`runtime.pulse`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any
 
 from ..core.call import Call
 from ..core.errors import AttemptTimeout
+from .graphnode import NodeRun, node_run
+from .pulse import keep_alive
 
 CONFIG_KEY = "lrt_deadline"
 """``config["configurable"]`` key of a run-wide deadline (absolute `clock` seconds)."""
@@ -29,13 +35,39 @@ def deadline_of(config: Any) -> float | None:
 
 
 def start(call: Call, budget: float | None) -> None:
-    """Fix `call.deadline` when the call starts: the earlier of the run's and its own
-    (`budget` seconds from now, its policy's `Timeouts.deadline`; `None`: none)."""
+    """Fix `call.deadline` when the call starts: the earliest of the run's, its own
+    (`budget` seconds from now, its policy's `Timeouts.deadline`; `None`: none) and its
+    LangGraph node's (`within_node`)."""
     now = call.started = call.resolved.clock()
-    if budget is None:
-        return
-    own = now + budget
-    call.deadline = own if call.deadline is None else min(call.deadline, own)
+    if budget is not None:
+        own = now + budget
+        call.deadline = own if call.deadline is None else min(call.deadline, own)
+    node = node_run(call.config)
+    if node is not None:
+        within_node(call, node, now)
+
+
+def within_node(call: Call, node: NodeRun, now: float) -> None:
+    """`call` runs in a timed LangGraph attempt: answered before the node's run timeout
+    (`NodeRun.answer_by`, on the policy's clock), and a pulse for its idle timeout."""
+    call.node = node
+    answer_by = node.answer_by
+    if answer_by is not None:
+        by_node = now + (answer_by - time.monotonic())
+        if call.deadline is None or by_node < call.deadline:
+            call.deadline = by_node
+            call.deadline_by_node = True
+    if node.heartbeat is not None and node.idle_timeout is not None:
+        keep_alive(call, node.heartbeat, node.idle_timeout)
+
+
+def cut_by_node(call: Call) -> float | None:
+    """The node's run timeout, when it set `call`'s deadline and that deadline has
+    passed (the call was cut by the node's time limit); else `None`."""
+    if not call.deadline_by_node or call.node is None:
+        return None
+    left = remaining(call)
+    return call.node.run_timeout if left is not None and left <= 0 else None
 
 
 def remaining(call: Call) -> float | None:

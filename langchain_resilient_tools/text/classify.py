@@ -34,6 +34,7 @@ from ..core.call import Call
 from ..core.errors import (
     AttemptTimeout,
     CircuitOpen,
+    Drained,
     DuplicateCall,
     HandledByTool,
     InvalidArguments,
@@ -284,13 +285,50 @@ def classify(exc: BaseException, call: Call) -> Failure:
     """Map `exc`, raised while handling `call`, to the `Failure` the model is shown.
 
     Failures of the service carry ``waited_s``: how long the call took in all (every
-    attempt and wait), so the model and the user can see what the deadline cost.
+    attempt and wait), so the model and the user can see what the deadline cost; one cut
+    by its LangGraph node's time limit (`runtime.deadline.cut_by_node`) says so, with
+    ``step_time_limit_s``.
     """
     failure = _classify(exc, call)
     if failure.error in _WAITED and call.record.attempts:
         extra = {**failure.extra, "waited_s": round(_deadline.waited(call), 1)}
         failure = replace(failure, extra=extra)
+    if failure.error in _WAITED and not isinstance(exc, Drained):
+        limit = _deadline.cut_by_node(call)
+        if limit is not None:
+            failure = _cut_by_node(failure, call, limit)
     return failure
+
+
+def _cut_by_node(failure: Failure, call: Call, limit: float) -> Failure:
+    """`failure`, which the node's time limit (`limit` s) cut short, saying so."""
+    suggestion = failure.suggestion
+    if failure.error is ToolErrorType.TIMEOUT:
+        suggestion = m.NODE_TIME_LIMIT_HINT.format(limit=limit)
+    return replace(
+        failure,
+        message=f"{failure.message} {m.NODE_TIME_LIMIT.format(limit=limit)}",
+        suggestion=suggestion,
+        extra={**failure.extra, "step_time_limit_s": round(limit, 1)},
+    )
+
+
+def _drained(exc: Drained, call: Call) -> Failure:
+    """A call the run's drain did not start: the failure it was not retried after, or
+    nothing done at all; either way safe to send again once the run resumes."""
+    hint = m.DRAINED_HINT.format(tool=call.name)
+    if exc.after is not None:
+        failure = _classify(exc.after, call)
+        message = f"{failure.message} {m.DRAINED_NOT_RETRIED}"
+        extra = {**failure.extra, "shutting_down": True}
+        return replace(failure, message=message, suggestion=hint, retryable=True, extra=extra)
+    return Failure(
+        ToolErrorType.TRANSIENT_FAILURE,
+        m.DRAINED.format(tool=call.name),
+        hint,
+        True,
+        {"shutting_down": True},
+    )
 
 
 def _classify(exc: BaseException, call: Call) -> Failure:
@@ -357,6 +395,8 @@ def _classify(exc: BaseException, call: Call) -> Failure:
             True,
             {"retry_after_s": round(exc.retry_after_s, 1)},
         )
+    if isinstance(exc, Drained):
+        return _drained(exc, call)
     if isinstance(exc, StateUnavailable):
         return Failure(
             ToolErrorType.TRANSIENT_FAILURE,

@@ -12,6 +12,21 @@ from langchain_core.tools import BaseTool
 
 TIMEOUT = "{tool} did not answer within {timeout:g} s."
 TIMEOUT_HINT = "Try again later or with a narrower query."
+NODE_TIME_LIMIT = (
+    "That was all the time this step had left: the graph gives its tool step {limit:g} s, "
+    "and the answer had to be written before then."
+)
+NODE_TIME_LIMIT_HINT = (
+    "Try again with a narrower request, or split the work into smaller calls: each step "
+    "of tool calls has {limit:g} s."
+)
+
+DRAINED = (
+    "{tool} was not run: the server running this agent is shutting down, so no new work "
+    "was started. Nothing was done."
+)
+DRAINED_NOT_RETRIED = "It was not tried again: the server running this agent is shutting down."
+DRAINED_HINT = "Send the same call to {tool} again once the run resumes: it is safe to repeat."
 
 UNKNOWN_OUTCOME_TIMEOUT = (
     "{tool} did not answer within {timeout:g} s. The action may or may not have taken effect, "

@@ -6,6 +6,10 @@ failure: service failures (`pipeline.health.is_service_failure`: timeouts, busy,
 errors), successful attempts slower than `slow_call_s`, and flagged results when
 `count_low_quality`. An error the service answered with (a bad argument) counts as a
 success: the service is alive. Control flow and cancellation do not count at all.
+
+Once the run is asked to drain (`runtime.drain`), a call that would be the half-open
+probe is not started (`Drained`): the ticket goes back without a verdict, so the
+circuit stays half-open and the next call, after the resume, probes.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from ...core.call import Call
 from ...core.errors import LowQualityResult, ToolRaised
 from ...core.policy import ResolvedPolicy
+from ...runtime import drain as _drain
 from ...state.pertool import PerTool
 from ..health import is_service_failure
 from ..shared import backend_for, off_loop
@@ -75,6 +80,9 @@ class BreakerStage(Stage):
             return call_next(call)
         try:
             ticket = breaker.acquire()
+            if ticket.probe and _drain.draining(call):  # no probe while the run stops
+                breaker.release(ticket, None)
+                _drain.refuse(call, "probe")
             start = breaker.clock()
             try:
                 value = call_next(call)
@@ -93,6 +101,9 @@ class BreakerStage(Stage):
         shared = isinstance(breaker, SharedBreaker)  # its state is in a store: off the loop
         try:
             ticket = await off_loop(shared, breaker.acquire)
+            if ticket.probe and _drain.draining(call):  # no probe while the run stops
+                await off_loop(shared, breaker.release, ticket, None)
+                _drain.refuse(call, "probe")
             start = breaker.clock()
             try:
                 value = await call_next(call)

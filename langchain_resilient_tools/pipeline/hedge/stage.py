@@ -30,7 +30,8 @@ attempt), and why:
   hedge is only worth sending into spare capacity.
 - outside the attempt: each attempt has its own timeout, capped by the call's deadline.
 
-No hedge goes when the call's deadline has passed, when the tool was just told
+No hedge goes once the run is asked to drain (`runtime.drain`: the attempt already
+running is the race), when the call's deadline has passed, when the tool was just told
 ``rate_limited`` (for the wait the service asked for, else `RATE_LIMIT_QUIET_S`), when
 its circuit is not closed, when it holds its cap of abandoned threads, or when the hedge
 budget (`budget.HedgeBudget`: a bucket of `budget.BURST` tokens that each first attempt
@@ -59,6 +60,7 @@ from ...core.errors import ToolRaised
 from ...core.hints import is_rate_limited, retry_after
 from ...core.policy import Hedge, ResolvedPolicy
 from ...runtime import deadline as _deadline
+from ...runtime import drain as _drain
 from ...runtime.adaptive import LatencyHistory
 from ...runtime.executor import dispatch_pool
 from ...runtime.job import Job
@@ -131,6 +133,8 @@ class HedgeStage(Stage):
 
     def _may_hedge(self, call: Call) -> bool:
         """Whether a hedge may go now; takes it from the budgets when it may."""
+        if _drain.draining(call):  # the run is stopping: the attempts running finish
+            return False
         policy = call.resolved.policy
         refused = why_not(
             deadline_left=_deadline.remaining(call),

@@ -36,6 +36,7 @@ within the call's deadline; the receipt likewise, within half a lease. A receipt
 cannot be written leaves the intent, which a later reader will find orphaned (its
 outcome unknown: true). LangGraph control flow raised through the write (an
 interrupt inside the tool) removes the intent: the tool is meant to run again on resume.
+So does a write refused because the run is draining (`Drained`: it was never started).
 A write cut short (its run cancelled: a client cancelled it, a server shut down) is
 marked orphaned at once, so a resume settles it without waiting out the lease; on the
 async path a store is marked from a worker thread, since the cancelled task may await
@@ -68,6 +69,7 @@ from ...core import testing
 from ...core.call import Call
 from ...core.errors import (
     BackendError,
+    Drained,
     JournalUnreadable,
     OrphanedWrite,
     Recorded,
@@ -332,7 +334,7 @@ class JournalStage(Stage):
         handle = keeper.hold(entry.renew, entry.lease / 3)
         try:
             value = call_next(call)
-        except GraphBubbleUp:
+        except (GraphBubbleUp, Drained):  # not run: no entry kept
             entry.forget()
             _finished_here(entry.key, done)
             raise
@@ -368,7 +370,7 @@ class JournalStage(Stage):
         handle = keeper.hold(entry.renew, entry.lease / 3)
         try:
             value = await call_next(call)
-        except GraphBubbleUp:
+        except (GraphBubbleUp, Drained):  # not run: no entry kept
             await off_loop(remote, entry.forget)
             _finished_here(entry.key, done)
             raise

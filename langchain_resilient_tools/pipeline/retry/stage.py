@@ -10,10 +10,15 @@ the async driver never blocks the loop and testing mode makes them instant.
 Two limits sit on top of the attempt count: the call's deadline (`runtime.deadline`) caps
 every wait and stops retrying when nothing is left, and the tool's retry budget
 (`pipeline.retry.budget.RetryBudget`) refuses retries beyond a share of recent calls.
+
+Once the run is asked to drain (`runtime.drain`), no retry starts: a failure that would
+have been retried is answered as `Drained` (it, and that it was not tried again), and a
+backoff wait under way ends at once.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from tenacity import (
@@ -29,12 +34,12 @@ from tenacity import (
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
-from ...core import testing as _testing
 from ...core.call import Call
-from ...core.errors import AttemptTimeout, LowQualityResult, ToolRaised
+from ...core.errors import AttemptTimeout, Drained, LowQualityResult, ToolRaised
 from ...core.hints import not_carried_out, retry_after
 from ...core.policy import ResolvedPolicy, RetryPolicy
 from ...runtime import deadline as _deadline
+from ...runtime import drain as _drain
 from ...state.pertool import PerTool
 from ..health import retry_wants
 from ..stage import AsyncNext, Env, Next, Stage
@@ -166,7 +171,9 @@ class RetryStage(Stage):
             budget.record_call()
         return budget
 
-    def _options(self, call: Call, budget: RetryBudget | None) -> dict[str, Any]:
+    def _options(
+        self, call: Call, budget: RetryBudget | None, drained: list[bool]
+    ) -> dict[str, Any]:
         policy = call.resolved.policy.retry
 
         def retry(exc: BaseException) -> bool:
@@ -178,6 +185,9 @@ class RetryStage(Stage):
             if state.attempt_number >= policy.max_attempts or _deadline_passed(call):
                 return False
             if _hint_too_long(call, state):
+                return False
+            if _drain.draining(call):  # the run is stopping: no retry starts
+                drained.append(True)
                 return False
             return budget is None or budget.try_spend()
 
@@ -198,8 +208,14 @@ class RetryStage(Stage):
             return call_next(call)
         except Exception as exc:
             first = exc
-        retrying = Retrying(sleep=_testing.sleep, **self._options(call, budget))
-        return retrying(_replay(first, call_next), call)
+        drained: list[bool] = []
+        sleep = partial(_drain.sleep, call)
+        retrying = Retrying(sleep=sleep, **self._options(call, budget, drained))
+        try:
+            return retrying(_replay(first, call_next), call)
+        except Exception as exc:
+            _not_retried(call, exc, drained)
+            raise
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
         budget = self._record(call)
@@ -207,29 +223,55 @@ class RetryStage(Stage):
             return await call_next(call)
         except Exception as exc:
             first = exc
-        retrying = AsyncRetrying(sleep=_testing.asleep, **self._options(call, budget))
-        return await retrying(_areplay(first, call_next), call)
+        drained: list[bool] = []
+        sleep = partial(_drain.asleep, call)
+        retrying = AsyncRetrying(sleep=sleep, **self._options(call, budget, drained))
+        try:
+            return await retrying(_areplay(first, call_next), call)
+        except Exception as exc:
+            _not_retried(call, exc, drained)
+            raise
+
+
+def _not_retried(call: Call, exc: Exception, drained: list[bool]) -> None:
+    """A failure that was not retried because the run is draining is answered so."""
+    if drained and not isinstance(exc, Drained):
+        _drain.refuse(call, "retry", after=exc)
 
 
 def _replay(first: Exception, call_next: Next) -> Next:
-    """`call_next`, except that its first use re-raises `first` (the attempt already made)."""
-    pending = [first]
+    """`call_next`, except that its first use re-raises `first` (the attempt already
+    made), and that no later attempt starts once the run is draining (a backoff wait
+    ended early: `Drained`, with the last failure)."""
+    pending, last = [first], [first]
 
     def attempt(call: Call) -> Any:
         if pending:
             raise pending.pop()
-        return call_next(call)
+        if _drain.draining(call):
+            _drain.refuse(call, "retry", after=last[0])
+        try:
+            return call_next(call)
+        except Exception as exc:
+            last[0] = exc
+            raise
 
     return attempt
 
 
 def _areplay(first: Exception, call_next: AsyncNext) -> AsyncNext:
     """Async `_replay`."""
-    pending = [first]
+    pending, last = [first], [first]
 
     async def attempt(call: Call) -> Any:
         if pending:
             raise pending.pop()
-        return await call_next(call)
+        if _drain.draining(call):
+            _drain.refuse(call, "retry", after=last[0])
+        try:
+            return await call_next(call)
+        except Exception as exc:
+            last[0] = exc
+            raise
 
     return attempt
