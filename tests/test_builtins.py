@@ -42,7 +42,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import NodeTimeoutError
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
-from langgraph.types import Command, RetryPolicy
+from langgraph.types import Command, RetryPolicy, TimeoutPolicy
 
 from langchain_resilient_tools import (
     ResilientTool,
@@ -520,11 +520,11 @@ async def test_our_timeouts_answer_inside_a_node_timeout() -> None:
     assert service.runs[ORDER] == 1
 
 
-async def test_a_node_timeout_shorter_than_ours_fails_the_whole_node() -> None:
-    """LangGraph's node timeout cancels the node: the finished sibling's answer is lost
-    with it (why our per-call timeout should be the shorter one)."""
+async def test_a_node_timeout_fails_the_whole_toolnode() -> None:
+    """LangGraph's node timeout cancels the node: around a `ToolNode` the finished
+    sibling's answer is lost with it."""
     hang, service = Hang("get_stock"), Service()
-    node = ResilientToolNode([hang.tool(), *service.tools()], policy=ToolPolicy(timeout=3.0))
+    node = ToolNode([hang.tool(), *service.tools()])
     calls = [
         tool_call("get_stock", {"item": "tea"}, id="h"),
         tool_call(ORDER, {"item": "tea"}, id="w"),
@@ -534,13 +534,33 @@ async def test_a_node_timeout_shorter_than_ours_fails_the_whole_node() -> None:
     assert service.runs[ORDER] == 1  # it ran; only the node's answer was lost
 
 
+@pytest.mark.realtime
+async def test_a_node_timeout_shorter_than_ours_is_kept_by_ours() -> None:
+    """A node timeout (2 s) shorter than our call deadline (7 s): each call's deadline
+    follows the node's, so the hung call is answered in time and its sibling keeps its
+    result; the node never times out (`tests/test_node_timeouts.py` has the rest)."""
+    hang, service = Hang("get_stock"), Service()
+    node = ResilientToolNode([hang.tool(), *service.tools()], policy=ToolPolicy(timeout=3.0))
+    calls = [
+        tool_call("get_stock", {"item": "tea"}, id="h"),
+        tool_call(ORDER, {"item": "tea"}, id="w"),
+    ]
+    state = await _graph(node, timeout=2.0).ainvoke({"messages": [AIMessage("", tool_calls=calls)]})
+    got = answers(state)
+    assert envelope(got["h"])["step_time_limit_s"] == 2.0
+    assert got["w"].content == "order for tea"
+    assert service.runs[ORDER] == 1
+
+
 @pytest.mark.parametrize("checkpointer", [None, "memory"])
 async def test_a_node_retry_after_its_timeout_does_not_send_a_write_again(
     checkpointer: str | None, caplog: pytest.LogCaptureFixture
 ) -> None:
     """``timeout=`` plus ``retry_policy=`` re-runs the whole step: `ToolNode` sends both
-    writes again on every node attempt; ours answers the finished write from the ledger
-    and the cut-off one as an unknown outcome, each sent once."""
+    writes again on every node attempt. Ours answers within a node's run timeout (no
+    re-run, above); re-run all the same (here: an idle timeout over a write with no
+    deadline of ours, which no heartbeat vouches for), it answers the finished write
+    from the ledger and the cut-off one as an unknown outcome, each sent once."""
     retry = RetryPolicy(max_attempts=3, initial_interval=0.01, jitter=False)
     saver = InMemorySaver() if checkpointer else None
     config = {"configurable": {"thread_id": "node-retry"}}
@@ -557,8 +577,9 @@ async def test_a_node_retry_after_its_timeout_does_not_send_a_write_again(
     assert (hang.runs, service.runs[ORDER]) == (3, 3)  # ToolNode: every write, three times
 
     hang, service = Hang("create_slow"), Service()
-    node = ResilientToolNode([hang.tool(), *service.tools()], policy=ToolPolicy(timeout=3.0))
-    ours = _graph(node, saver, timeout=0.2, retry_policy=retry)
+    node = ResilientToolNode([hang.tool(), *service.tools()], policy=ToolPolicy(timeout=None))
+    idle = TimeoutPolicy(idle_timeout=0.2)
+    ours = _graph(node, saver, timeout=idle, retry_policy=retry)
     with caplog.at_level(logging.WARNING, logger=LAYERS_LOG):
         state = await ours.ainvoke(payload, config)
     assert (hang.runs, service.runs[ORDER]) == (1, 1)
