@@ -1,15 +1,15 @@
 """Deadline budget: one absolute deadline per call caps every attempt and every wait.
 
-A call's deadline is the earlier of a run-wide one (``config["configurable"]["lrt_deadline"]``,
-an absolute time on the policy's `clock`, `time.monotonic` by default) and the call's
-own budget (`Timeouts.deadline` from the moment the call starts; by default
-``2 * timeout + 1`` s), and, for a call of a LangGraph node timed with a
-`TimeoutPolicy` (``add_node(..., timeout=...)``, ``Send(..., timeout=...)``), the moment
-its answer must be written for the node to return before LangGraph cancels it
-(`runtime.graphnode`: the node's `run_timeout` less a margin). Layered timeouts then
-hold: an attempt never gets more time than the call has left, and neither does a backoff
-wait; the node's own timeout never takes the step's answers with it. A node with an
-`idle_timeout` also hears from its live calls (`runtime.pulse`).
+A call's deadline is the earliest of a run-wide one
+(``config["configurable"]["lrt_deadline"]``, an absolute time on the policy's `clock`,
+`time.monotonic` by default), the call's own budget (`Timeouts.deadline` from the
+moment the call starts; by default ``2 * timeout + 1`` s) and, for a call of a LangGraph
+node timed with a `TimeoutPolicy` (``add_node(..., timeout=...)``, ``Send(...,
+timeout=...)``), the moment its answer must be written for the node to return before
+LangGraph cancels it (`runtime.graphnode`: the node's `run_timeout` less a margin).
+Layered timeouts then hold: an attempt never gets more time than the call has left, and
+neither does a backoff wait; the node's own timeout never takes the step's answers with
+it. A node with an `idle_timeout` also hears from its live calls (`runtime.pulse`).
 """
 
 from __future__ import annotations
