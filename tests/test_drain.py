@@ -128,7 +128,7 @@ def test_a_write_not_started_runs_once_after_the_resume(harness: Harness) -> Non
     got = answers(state)
     assert got["c1"].content == "order book placed"
     data = envelope(got["c2"])
-    assert data["error"] == "transient_failure"
+    assert data["error"] == "not_run"
     assert data["retryable"] is True and data["shutting_down"] is True
     assert "was not run" in data["message"] and "Nothing was done" in data["message"]
     assert "once the run resumes" in data["suggestion"]
@@ -232,6 +232,7 @@ def test_no_breaker_probe_after_the_drain(harness: Harness) -> None:
     clock.advance(10)  # past recovery_time: the next call is the probe
     healthy.set()
     data = envelope(turns.run(control)["f1"])
+    assert data["error"] == "not_run" and data["retryable"] is True
     assert data["shutting_down"] is True and "was not run" in data["message"]
     assert CALLS["fetch"] == 1  # the failure that opened it; no probe
     assert turns.run()["f2"].content == "page"  # the probe, in a run that is not draining

@@ -323,11 +323,7 @@ def _drained(exc: Drained, call: Call) -> Failure:
         extra = {**failure.extra, "shutting_down": True}
         return replace(failure, message=message, suggestion=hint, retryable=True, extra=extra)
     return Failure(
-        ToolErrorType.TRANSIENT_FAILURE,
-        m.DRAINED.format(tool=call.name),
-        hint,
-        True,
-        {"shutting_down": True},
+        ToolErrorType.NOT_RUN, m.DRAINED.format(tool=call.name), hint, True, {"shutting_down": True}
     )
 
 
