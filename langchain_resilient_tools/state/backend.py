@@ -41,8 +41,7 @@ import base64
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from cachetools import TTLCache
@@ -90,6 +89,20 @@ class StateBackend(Protocol):
 
     def delete(self, ns: str, key: str) -> None:
         """Forget (`ns`, `key`)."""
+
+
+def put_unsynced(backend: StateBackend, ns: str, key: str, value: Any, *, ttl: float) -> None:
+    """`backend.put`, where the backend can commit it without waiting for the disk: it
+    outlives this process (a SIGKILL, an out-of-memory kill) as a put does, but a power
+    loss or a crash of the database server may lose it with the last moments before it
+    (SQLite in WAL mode: ``synchronous=NORMAL``; PostgreSQL: ``synchronous_commit=off``
+    for that one transaction). What must outlive the machine (a write's intent) uses
+    `put` or `claim`."""
+    put = getattr(backend, "put_unsynced", None)
+    if put is None:
+        backend.put(ns, key, value, ttl=ttl)
+    else:
+        put(ns, key, value, ttl=ttl)
 
 
 def encode(value: Any) -> dict[str, str]:
@@ -141,19 +154,31 @@ class MemoryBackend(MemoryLimits):
             self._data.pop((ns, key), None)
 
 
-@contextmanager
-def guard_store() -> Iterator[None]:
-    """Turn any failure of a store's client into a `BackendError` (``lock_wait`` set when
-    the store was waiting on a lock); a `BackendError` passes as it is."""
-    try:
-        yield
-    except BackendError:
-        raise
-    except Exception as exc:  # any store failure: the caller's policy decides
+class _Guard:
+    """`guard_store`'s context manager (a class: entered on every store operation)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None or isinstance(exc, BackendError) or not isinstance(exc, Exception):
+            return  # nothing, ours, or not a failure (a cancellation, an exit): as it is
+        # any store failure: the caller's policy decides
         lock_wait = is_lock_wait(exc)
         raise BackendError(
             f"state store failed: {type(exc).__name__}", lock_wait=lock_wait
         ) from exc
+
+
+_GUARD = _Guard()
+
+
+def guard_store() -> _Guard:
+    """Turn any failure of a store's client into a `BackendError` (``lock_wait`` set when
+    the store was waiting on a lock); a `BackendError` passes as it is."""
+    return _GUARD
 
 
 class StoreBackend:

@@ -100,6 +100,20 @@ def kept_in(backend: StateBackend) -> str | None:
     return where if isinstance(where, str) and not is_durable(backend) else None
 
 
+def blocks(backend: StateBackend) -> bool:
+    """Whether `backend`'s operations may block (I/O, or a store bound to an event loop):
+    an async caller then runs them on a worker thread. In-process state (a
+    `MemoryBackend`, LangGraph's own ``InMemoryStore``) takes microseconds and is used
+    in place."""
+    if isinstance(backend, MemoryBackend):
+        return False
+    if isinstance(backend, StoreBackend):
+        from langgraph.store.memory import InMemoryStore
+
+        return type(backend.store) is not InMemoryStore
+    return True
+
+
 def checkpointer_backend(saver: Any) -> StateBackend | None:
     """A backend in the database of checkpointer `saver`, when it has one we can reach
     (``SqliteSaver``, ``PostgresSaver``, ``RedisSaver`` and their async kinds); `None`

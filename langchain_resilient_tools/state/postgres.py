@@ -50,6 +50,17 @@ _SETUP = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     expires_at double precision NOT NULL, PRIMARY KEY (ns, key))"""
 
 
+_PUT_UNSYNCED = f"""INSERT INTO {TABLE} (ns, key, kind, data, expires_at)
+    SELECT %s, %s, %s, %s::bytea, %s::double precision
+    FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unsynced WHERE true
+    ON CONFLICT (ns, key) DO UPDATE SET kind = excluded.kind, data = excluded.data,
+    expires_at = excluded.expires_at"""
+"""`put` committed without waiting for the WAL to reach the disk: ``synchronous_commit``
+is set off for the statement's own transaction (``set_config(..., true)`` lasts until
+its commit, which reads it), in one round trip (a ``SET LOCAL`` needs a transaction
+block: three more)."""
+
+
 def is_postgres_store(store: BaseStore) -> bool:
     return isinstance(store, (PostgresStore, AsyncPostgresStore))
 
@@ -139,7 +150,7 @@ class PostgresBackend(TableBackend):
     """A `StateBackend` and `LimitBackend` on a ``PostgresStore``'s connection (see the
     module docstring); `clock` is the database's (`local_clock` corrected)."""
 
-    sql = statements("%s")
+    sql = statements("%s", put_unsynced=_PUT_UNSYNCED)
 
     def __init__(self, store: Any, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__(clock=clock)

@@ -137,6 +137,11 @@ def _create(conn: sqlite3.Connection, sleep: Callable[[float], None]) -> None:
             sleep(WAL_RETRIES_S[min(attempt, len(WAL_RETRIES_S) - 1)])
 
 
+FULL, NORMAL = 2, 1
+"""``PRAGMA synchronous`` levels: FULL syncs the WAL at every commit; NORMAL, in WAL
+mode, only at checkpoints."""
+
+
 class SqliteBackend(TableBackend):
     """A `StateBackend` in a SQLite file (see the module docstring)."""
 
@@ -153,6 +158,12 @@ class SqliteBackend(TableBackend):
         self._conn: sqlite3.Connection | None = None
         self._limits_conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self._wal = False
+        """Whether the file is in WAL mode (seen when the connection was opened)."""
+        self._synchronous = FULL
+        """The connection's ``PRAGMA synchronous`` now."""
+        self._unsynced = threading.local()
+        """``on`` while this thread runs `put_unsynced` (its statement may skip the sync)."""
 
     def _open(self) -> sqlite3.Connection:
         """A connection to the file, in WAL mode if it can be, with the table made."""
@@ -162,6 +173,7 @@ class SqliteBackend(TableBackend):
         try:
             _use_wal(conn, self._sleep)
             _create(conn, self._sleep)
+            conn.execute(f"PRAGMA synchronous = {FULL}")  # whatever SQLite was built with
         except BaseException:
             conn.close()
             raise
@@ -173,8 +185,25 @@ class SqliteBackend(TableBackend):
         with self._lock:
             if self._conn is None:
                 self._conn = self._open()
+                self._wal = _journal_mode(self._conn) == "wal"
+                self._synchronous = FULL
+            level = NORMAL if self._wal and getattr(self._unsynced, "on", False) else FULL
+            if level != self._synchronous:
+                self._conn.execute(f"PRAGMA synchronous = {level}")
+                self._synchronous = level
             row: tuple[Any, ...] | None = self._conn.execute(sql, params).fetchone()
             return row
+
+    def put_unsynced(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
+        """`put`, committed without syncing the file in WAL mode (``synchronous=NORMAL``):
+        it survives this process's death (the commit is in the operating system's hands),
+        not the machine's power loss, which may take the last commits with it (the file
+        stays intact). Outside WAL mode, `put`."""
+        self._unsynced.on = True
+        try:
+            super().put_unsynced(ns, key, value, ttl=ttl)
+        finally:
+            self._unsynced.on = False
 
     # -- shared limits (`state.limits.LimitBackend`) -----------------------------------
 

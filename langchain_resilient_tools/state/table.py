@@ -36,11 +36,16 @@ _STATEMENTS = {
     "sweep": f"DELETE FROM {TABLE} WHERE expires_at <= {{p}}",
 }
 _STATEMENTS["claim"] = _STATEMENTS["put"] + f" WHERE {TABLE}.expires_at <= {{p}} RETURNING 1"
+_STATEMENTS["put_unsynced"] = _STATEMENTS["put"]
+"""A database that can commit one statement without waiting for the disk says so in its
+own form of this statement (`state.postgres`) or around it (`state.sqlite`)."""
 
 
-def statements(placeholder: str) -> dict[str, str]:
-    """The statements with `placeholder` (``%s``, ``?``) for their parameters."""
-    return {name: sql.replace("{p}", placeholder) for name, sql in _STATEMENTS.items()}
+def statements(placeholder: str, **own: str) -> dict[str, str]:
+    """The statements with `placeholder` (``%s``, ``?``) for their parameters, and the
+    database's `own` forms of some of them."""
+    made = {name: sql.replace("{p}", placeholder) for name, sql in _STATEMENTS.items()}
+    return {**made, **own}
 
 
 class TableBackend:
@@ -68,10 +73,18 @@ class TableBackend:
             return None if row is None else _serde.loads_typed((row[0], bytes(row[1])))
 
     def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
+        self._put("put", ns, key, value, ttl)
+
+    def put_unsynced(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
+        """`put`, committed without waiting for the disk where the database can
+        (`state.backend.put_unsynced`)."""
+        self._put("put_unsynced", ns, key, value, ttl)
+
+    def _put(self, statement: str, ns: str, key: str, value: Any, ttl: float) -> None:
         self._ready()
         now = self.clock()
         with guard_store():
-            self._run(self.sql["put"], (ns, key, *_serde.dumps_typed(value), now + ttl))
+            self._run(self.sql[statement], (ns, key, *_serde.dumps_typed(value), now + ttl))
             self._puts += 1
             if self._puts % SWEEP_EVERY == 0:
                 self._run(self.sql["sweep"], (now,))
