@@ -24,6 +24,7 @@ nothing can resume a run). `position` also places a call of a run that cannot be
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from typing import Any
@@ -66,6 +67,8 @@ def position(call: Call) -> str | None:
     return None if task is None else f"task:{task}"
 
 
+@functools.lru_cache(maxsize=4096)
 def step_digest(step: str) -> str:
-    """A short fixed-length form of `step` for a key."""
+    """A short fixed-length form of `step` for a key (steps recur: kept for the last few
+    thousand)."""
     return hashlib.blake2b(step.encode(), digest_size=8).hexdigest()

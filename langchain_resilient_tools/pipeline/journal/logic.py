@@ -59,8 +59,13 @@ def entry_key(tool: str, idempotency_key: str, step: str, *, rerun: bool = False
     return f"{tool}:{idempotency_key}:{step_digest(step)}{':rerun' if rerun else ''}"
 
 
+_ARGS_JSON = json.JSONEncoder(sort_keys=True, default=str)
+"""How `args_digest` writes the arguments (made once: `json.dumps` with options builds an
+encoder on every call)."""
+
+
 def args_digest(args: Mapping[str, Any]) -> str:
-    text = json.dumps(canonical(dict(args)), sort_keys=True, default=str)
+    text = _ARGS_JSON.encode(canonical(dict(args)))
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 

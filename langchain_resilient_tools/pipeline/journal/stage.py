@@ -82,7 +82,8 @@ from ...runtime import deadline as _deadline
 from ...runtime.executor import dispatch_pool
 from ...runtime.lease import keeper
 from ...runtime.owner import me
-from ...state.backend import MemoryBackend, StateBackend
+from ...state.backend import StateBackend, put_unsynced
+from ...state.choose import blocks
 from ...text import messages as m
 from ...text.classify import classify
 from ..shared import fail, off_loop
@@ -96,37 +97,65 @@ log = logging.getLogger(__name__)
 POLL_S = 0.1
 """Seconds between two reads of a write another live worker is running."""
 
-_running: dict[str, concurrent.futures.Future[None]] = {}
-"""Journal keys this process is running a write for, resolved when its receipt is written
-(a re-run of the same call in this process, e.g. a resume while the first run still goes
+
+class _Run:
+    """A write this process runs; `waiters` is made by the first call that waits for it."""
+
+    __slots__ = ("waiters",)
+
+    def __init__(self) -> None:
+        self.waiters: concurrent.futures.Future[None] | None = None
+
+
+_running: dict[str, _Run] = {}
+"""Journal keys this process is running a write for, until its receipt is written (a
+re-run of the same call in this process, e.g. a resume while the first run still goes
 on, waits for it instead of reading the store again and again)."""
 _running_lock = threading.Lock()
 
 
-def _started_here(key: str) -> concurrent.futures.Future[None]:
+def _started_here(key: str) -> _Run:
+    run = _Run()
     with _running_lock:
-        done = _running[key] = concurrent.futures.Future()
-    return done
+        _running[key] = run
+    return run
 
 
-def _still_running_here(key: str, found: Any) -> bool:
-    return _running_here(key, found) is not None
-
-
-def _finished_here(key: str, done: concurrent.futures.Future[None]) -> None:
+def _finished_here(key: str, run: _Run) -> None:
     with _running_lock:
-        if _running.get(key) is done:
+        if _running.get(key) is run:
             del _running[key]
-    done.set_result(None)
+        waiters = run.waiters
+    if waiters is not None:
+        waiters.set_result(None)
+
+
+def _owned_here(found: Any) -> bool:
+    """Whether the owner of the entry `found` is this process."""
+    owner = found.get("owner") if isinstance(found, dict) else None
+    return isinstance(owner, dict) and owner.get("pid") == os.getpid()
 
 
 def _running_here(key: str, found: Any) -> concurrent.futures.Future[None] | None:
-    """The in-process run of `key`, when the live owner of `found` is this process."""
-    owner = found.get("owner") if isinstance(found, dict) else None
-    if not isinstance(owner, dict) or owner.get("pid") != os.getpid():
+    """The in-process run of `key` to wait for, when the live owner of `found` is this
+    process."""
+    if not _owned_here(found):
         return None
     with _running_lock:
-        return _running.get(key)
+        run = _running.get(key)
+        if run is None:
+            return None
+        if run.waiters is None:
+            run.waiters = concurrent.futures.Future()
+        return run.waiters
+
+
+def _still_running_here(key: str, found: Any) -> bool:
+    """Whether this process, the owner of `found`, still runs `key` (nothing waits)."""
+    if not _owned_here(found):
+        return False
+    with _running_lock:
+        return key in _running
 
 
 LOCK_WAIT_TRIES = 30
@@ -141,7 +170,7 @@ def _lock_wait(exc: BaseException) -> bool:
 class _Entry:
     """One call's journal session: its backend, key and intent."""
 
-    __slots__ = ("args", "backend", "call", "intent", "key", "lease", "ttl")
+    __slots__ = ("args", "backend", "call", "handle", "intent", "key", "lease", "run", "ttl")
 
     def __init__(self, call: Call, backend: StateBackend, step: str) -> None:
         policy = call.resolved.policy
@@ -177,6 +206,23 @@ class _Entry:
         )
         return retrying(op)
 
+    # -- the write's run ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """The write is about to run here: hold its lease, mark it running in-process."""
+        self.run = _started_here(self.key)
+        self.handle = keeper.hold(self.renew, self.lease / 3)
+
+    def close(self, write: Callable[..., None], *args: Any) -> None:
+        """The write ended: stop its lease (no renewal runs after this), then `write` its
+        end (the receipt, or the intent forgotten or abandoned), then wake whoever in this
+        process waits for it."""
+        keeper.release(self.handle)
+        try:
+            write(*args)
+        finally:
+            _finished_here(self.key, self.run)
+
     # -- store operations (one round trip each) ------------------------------------------
 
     def claim(self) -> bool:
@@ -200,9 +246,11 @@ class _Entry:
         entry = logic.receipt(
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
-        try:
-            put = self.backend.put
-            self.patiently(lambda: put(NS_JOURNAL, self.key, entry, ttl=self.ttl), self.lease / 2)
+        backend, key, ttl = self.backend, self.key, self.ttl
+        try:  # what a power loss takes leaves the intent: its outcome unknown, never rerun
+            self.patiently(
+                lambda: put_unsynced(backend, NS_JOURNAL, key, entry, ttl=ttl), self.lease / 2
+            )
         except BackendError:
             log.warning("journal: the receipt of %s was not written", self.call.name)
 
@@ -280,9 +328,7 @@ class JournalStage(Stage):
         backend = journal_backend(self.env, call, self._made) if steps else None
         return recover.settle(call, backend, steps, since, _still_running_here)
 
-    def _open(
-        self, call: Call, backend: StateBackend, step: str
-    ) -> tuple[_Entry | None, Any, Any]:
+    def _open(self, call: Call, backend: StateBackend, step: str) -> tuple[_Entry | None, Any, Any]:
         """The call's journal session and (`_ANSWERED`, answer), (`_WAIT`, the in-process
         run to wait for) or (`_RUN`, None) (store I/O: off the event loop when async)."""
         entry = _Entry(call, backend, step)
@@ -330,26 +376,19 @@ class JournalStage(Stage):
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else call_next(call)
         call.journaled = True
-        done = _started_here(entry.key)
-        handle = keeper.hold(entry.renew, entry.lease / 3)
+        entry.start()
         try:
             value = call_next(call)
         except (GraphBubbleUp, Drained):  # not run: no entry kept
-            entry.forget()
-            _finished_here(entry.key, done)
+            entry.close(entry.forget)
             raise
         except Exception as exc:
-            entry.write_receipt(exc=exc)
-            _finished_here(entry.key, done)
+            entry.close(entry.write_receipt, None, exc)
             raise
         except BaseException:
-            entry.abandon()
-            _finished_here(entry.key, done)
+            entry.close(entry.abandon)
             raise
-        finally:
-            keeper.release(handle)
-        entry.write_receipt(value)
-        _finished_here(entry.key, done)
+        entry.close(entry.write_receipt, value)
         return value
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
@@ -357,7 +396,7 @@ class JournalStage(Stage):
         backend = None if step is None else journal_backend(self.env, call, self._made)
         if backend is None or step is None:
             return await call_next(call)
-        remote = not isinstance(backend, MemoryBackend)  # a database: off the event loop
+        remote = blocks(backend)  # a database: off the event loop
         entry, what, value = await off_loop(remote, self._open, call, backend, step)
         if what is _WAIT:
             left = _deadline.remaining_or_none(call)
@@ -366,26 +405,19 @@ class JournalStage(Stage):
         if what is _ANSWERED or entry is None:
             return value if what is _ANSWERED else await call_next(call)
         call.journaled = True
-        done = _started_here(entry.key)
-        handle = keeper.hold(entry.renew, entry.lease / 3)
+        entry.start()
         try:
             value = await call_next(call)
         except (GraphBubbleUp, Drained):  # not run: no entry kept
-            await off_loop(remote, entry.forget)
-            _finished_here(entry.key, done)
+            await off_loop(remote, entry.close, entry.forget)
             raise
         except Exception as exc:
-            await off_loop(remote, entry.write_receipt, None, exc)
-            _finished_here(entry.key, done)
+            await off_loop(remote, entry.close, entry.write_receipt, None, exc)
             raise
         except BaseException:
             _abandon_now(entry, remote)  # cancelled: no further await
-            _finished_here(entry.key, done)
             raise
-        finally:
-            keeper.release(handle)
-        await off_loop(remote, entry.write_receipt, value)
-        _finished_here(entry.key, done)
+        await off_loop(remote, entry.close, entry.write_receipt, value)
         return value
 
 
@@ -408,6 +440,6 @@ def _abandon_now(entry: _Entry, remote: bool) -> None:
     else on one of the package's daemon threads (off the event loop, and never holding
     up an interpreter that exits)."""
     if remote:
-        dispatch_pool().submit(entry.abandon)
+        dispatch_pool().submit(lambda: entry.close(entry.abandon))
     else:
-        entry.abandon()
+        entry.close(entry.abandon)

@@ -56,9 +56,10 @@ JOURNAL_IN_REDIS = (
 )
 
 
-Made = dict[int, tuple[Any, "StateBackend | None"]]
-"""The journal backend of each store or saver object an adapter met, by its id (kept
-with it, so the id stays unique): the journal stage's own."""
+Made = dict[Any, tuple[Any, "StateBackend | None"]]
+"""The journal stage's own backends: of each store or saver object it met, by its id,
+and the one chosen for each (store, saver) pair, by their ids (each kept with its
+objects, so that the ids stay unique)."""
 
 
 def _made(made: Made, owner: Any, make: Any) -> StateBackend | None:
@@ -77,6 +78,22 @@ def checkpointer_of(call: Call) -> Any:
 def journal_backend(env: Env, call: Call, made: Made) -> StateBackend | None:
     """The backend of `call`'s journal, or `None` (no journal: nowhere to keep it);
     `made`: the journal stage's backends of the stores and savers it met."""
+    store, saver = call.store, checkpointer_of(call)
+    pair = (id(store), id(saver))
+    hit = made.get(pair)
+    if hit is not None:
+        return hit[1]
+    chosen, for_good = _choose(env, call, made)
+    if for_good:  # the next call of the pair skips the choice
+        with _lock:
+            made[pair] = ((store, saver), chosen)
+    return chosen
+
+
+def _choose(env: Env, call: Call, made: Made) -> tuple[StateBackend | None, bool]:
+    """`call`'s journal backend, and whether every call with its store and saver gets it
+    without choosing again (not when a warning names each tool once: a journal in Redis,
+    or a checkpointer's in-process journal)."""
     candidates: list[StateBackend] = []
     if env.backend is not None:
         candidates.append(env.backend)
@@ -91,23 +108,23 @@ def journal_backend(env: Env, call: Call, made: Made) -> StateBackend | None:
             candidates.append(found)
     for backend in candidates:
         if is_durable(backend):
-            return backend
+            return backend, True
     for backend in candidates:  # outlives the worker, not a restart of its server
         where = kept_in(backend)
-        if where is not None:
+        if where is not None:  # said once per tool: chosen again for the next call
             _say_once(f"{call.name}@{where}", JOURNAL_IN_REDIS, call.name, where)
-            return backend
+            return backend, False
     if candidates:
-        return candidates[0]
+        return candidates[0], True
     if saver is None:
-        return None  # no checkpointer: nothing can resume this call after a crash
+        return None, True  # no checkpointer: nothing can resume this call after a crash
     if not any(cls.__name__ == "InMemorySaver" for cls in type(saver).__mro__):
         _warn_once(call, saver)
     with _lock:  # one per checkpointer, for every adapter of the process that uses it
         hit = _MEMORIES.get(id(saver))
         if hit is None or hit[0] is not saver:
             hit = _MEMORIES[id(saver)] = (saver, MemoryBackend())
-    return hit[1]
+    return hit[1], False
 
 
 def _warn_once(call: Call, saver: Any) -> None:
