@@ -1,42 +1,76 @@
-"""Cost of the write journal: ``python -m bench.bench_journal``.
+"""Cost of the write journal against the store's own cost: ``python -m bench.bench_journal``.
 
-A write tool (``send_email``) wrapped with `ResilientTool.wrap` and a ``store=``, in a
-one-node graph with a checkpointer (the journal keeps entries only for calls a run can
-resume), called on a fresh thread each time (so that each call is a new write: intent
-claimed, tool run, receipt written), with ``journal=True`` against
-``journal=False`` on the same store (dedup off: only the journal differs), in
-alternating blocks of calls. Stores:
-LangGraph's ``InMemoryStore``, a SQLite file (``SqliteStore``), and ``PostgresStore``
-on a throwaway local cluster (skipped if PostgreSQL cannot start). Also counts the
-journal's store round trips per write and per read (reads: none). Prints a table and
-writes ``bench/results/journal.json``.
+A journaled write costs its store two operations: the intent put before the tool runs,
+the receipt after. For each store, one run times four arms, one iteration of each in
+turn (the order rotating from one iteration to the next), so that a machine whose load
+drifts weighs on all of them alike:
+
+- ``on``: a write (``send_email``) through `ResilientTool.wrap` with ``store=``, the
+  journal on (dedup off: only the journal differs between the arms);
+- ``off``: the same write with ``journal=False``;
+- ``raw``: the same write with ``journal=False`` whose tool itself makes the store's own
+  two operations where the journal makes them: its ``put`` of the journal's intent
+  before sending, of its receipt after (the entries a real write journals, captured
+  from one, so the payloads are the journal's), through the store's API, timed there;
+- ``bare``: those two puts alone, back to back.
+
+The tool is invoked with the config a graph task gives its tools (a thread, the graph's
+checkpointer, the task's checkpoint namespace and step): the journal keeps entries only
+for a call a run can resume, and a graph around it would add milliseconds of its own
+(its checkpoint) that drown the microseconds compared here. Each call is a new write (a
+new tool call id): intent, tool, receipt.
+
+Per store, medians over the iterations of paired differences: ``added_us`` is what the
+journal adds (``on - off``), ``raw_us`` what the store's own two puts took in the same
+places (timed around them), ``ratio`` their quotient (the target: at most `TARGET`), with
+the ratio of each of `ROUNDS` consecutive parts of the run (how stable it is).
+``bare_us`` and ``ratio_to_bare`` compare with the two puts alone, back to back: on a
+quiet machine about the same as ``raw_us``, but on a loaded one a store round trip made
+right after the CPU work of a call waits longer for the CPU to come back than one made
+by a loop that does nothing else; the ``raw`` puts, made in the journal's places, wait
+as long as its operations do.
+
+Stores: LangGraph's ``InMemoryStore``; ``SqliteStore`` on a file in WAL mode (as
+``SqliteSaver`` sets it; the connection at SQLite's default ``synchronous=FULL``);
+``PostgresStore`` on a throwaway cluster (`tests.pg`) with ``fsync`` on, as a server
+runs, and on another with it off, as the tests run it (skipped if PostgreSQL cannot
+start). Also counts the journal's store operations per write and per read. Prints a
+table and writes ``bench/results/journal.json`` (not with ``--quick`` or ``--only
+STORE ...``).
 """
 
 from __future__ import annotations
 
+import argparse
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import ResilientTool, ToolPolicy
 from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
+from langchain_resilient_tools.state.backend import put_unsynced
 from langchain_resilient_tools.state.choose import as_backend
 
 from . import _util
-from .bench_backends import _postgres
+
+TARGET = 1.2
+"""The journal's added time per write, at most this times the store's raw cost."""
+ROUNDS = 5
+"""Slices of each store's run whose ratios are reported apart."""
+ITERATIONS = {"inmemorystore": 3000, "sqlite": 300, "postgres": 300, "postgres_fsync_off": 1000}
+"""Iterations per store (one call of each arm each)."""
+ARMS = ("on", "off", "raw", "bare")
 
 
 def send_email(to: str) -> str:
@@ -50,131 +84,268 @@ def get_inbox(to: str) -> str:
 
 
 class _Counted:
-    """A backend that counts the journal's operations on the one it wraps."""
+    """A backend that counts (and keeps) the journal's operations on the one it wraps."""
 
     def __init__(self, backend: Any) -> None:
-        self.backend, self.clock, self.ops = backend, backend.clock, 0
+        self.backend, self.clock = backend, backend.clock
+        self.reads = self.writes = 0
+        self.written: list[Any] = []
 
-    def _count(self, ns: str) -> None:
-        self.ops += ns == NS_JOURNAL
+    def _count(self, ns: str, write: bool, value: Any = None) -> None:
+        if ns == NS_JOURNAL:
+            self.writes += write
+            self.reads += not write
+            if value is not None:
+                self.written.append(value)
 
     def get(self, ns: str, key: str) -> Any:
-        self._count(ns)
+        self._count(ns, False)
         return self.backend.get(ns, key)
 
     def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
-        self._count(ns)
+        self._count(ns, True, value)
         self.backend.put(ns, key, value, ttl=ttl)
 
+    def put_unsynced(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
+        self._count(ns, True, value)
+        put_unsynced(self.backend, ns, key, value, ttl=ttl)
+
     def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
-        self._count(ns)
+        self._count(ns, True, value)
         return bool(self.backend.claim(ns, key, value, ttl=ttl))
 
     def delete(self, ns: str, key: str) -> None:
-        self._count(ns)
+        self._count(ns, True)
         self.backend.delete(ns, key)
 
 
+SAVER = InMemorySaver()
+"""The checkpointer the calls' config names (the journal keeps entries only for calls
+of a checkpointed graph; where it keeps them is the store's choice here)."""
+
+
 def _caller(fn: Any, store: Any, journal: bool) -> Callable[[int], Any]:
+    """Calls of `fn` (named ``send_email`` or ``get_inbox``: a write or a read) wrapped
+    with `store=`, each a new tool call in a graph task."""
     policy = ToolPolicy(timeout=None, dedup="off", journal=journal)
-    tool = ResilientTool.wrap(StructuredTool.from_function(fn), policy=policy, store=store)
-    graph = StateGraph(MessagesState)
-    graph.add_node("tools", ToolNode([tool]))
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    app = graph.compile(checkpointer=InMemorySaver())
-    run = uuid.uuid4().hex[:6]
+    name = "get_inbox" if fn is get_inbox else "send_email"
+    tool = ResilientTool.wrap(
+        StructuredTool.from_function(fn, name=name), policy=policy, store=store
+    )
+    thread = uuid.uuid4().hex[:8]
 
     def call(i: int) -> Any:
-        tc = {"name": fn.__name__, "args": {"to": "ann"}, "id": "call_0", "type": "tool_call"}
-        config = {"configurable": {"thread_id": f"{run}-{i}"}}
-        return app.invoke({"messages": [AIMessage("", tool_calls=[tc])]}, config)
+        tool_call = {"name": name, "args": {"to": "ann"}, "id": f"call_{i}", "type": "tool_call"}  # fmt: skip
+        config: Any = {
+            "configurable": {
+                "thread_id": thread,
+                "__pregel_checkpointer": SAVER,
+                "checkpoint_ns": f"tools:{uuid.uuid4()}",
+            },
+            "metadata": {"langgraph_step": 1},
+        }
+        return tool.invoke(tool_call, config)
 
     return call
 
 
-def _round_trips(store: Any, fn: Any) -> float:
+def _journaled(store: Any, fn: Any, calls: int = 20) -> _Counted:
+    """`calls` calls of `fn` journaled on `store`'s backend, counted."""
     counted = _Counted(as_backend(store))
     call = _caller(fn, counted, True)
-    for i in range(20):
-        call(i)
-    return counted.ops / 20
+    for i in range(calls):
+        answer = call(i)
+        assert answer.content == fn(to="ann"), answer.content
+    return counted
 
 
-BLOCK = 10
-"""Calls per block: journal-off and journal-on blocks alternate within each round."""
+def _bare(store: Any, intent: dict[str, Any], receipt: dict[str, Any]) -> Callable[[int], None]:
+    """The store's own put of `intent`, then of `receipt`, under a new key each time."""
+    namespace, run = ("bench_journal", "bare"), uuid.uuid4().hex[:8]
+
+    def bare(i: int) -> None:
+        store.put(namespace, f"{run}-{i}", intent, index=False)
+        store.put(namespace, f"{run}-{i}", receipt, index=False)
+
+    return bare
 
 
-def _interleaved(
-    off: Callable[[int], Any], on: Callable[[int], Any], calls: int, rounds: int
-) -> tuple[tuple[float, list[float]], tuple[float, list[float]]]:
-    """Per-call µs of `off` and `on` (median, per round), their blocks of `BLOCK` calls
-    alternating: a machine whose load drifts during the run weighs on both alike."""
-    timed: dict[bool, list[float]] = {False: [], True: []}
-    i = 0  # a fresh thread per call
-    for _ in range(rounds):
-        spent = {False: 0.0, True: 0.0}
-        for _ in range(max(1, calls // BLOCK)):
-            for journal, fn in ((False, off), (True, on)):
-                start = time.perf_counter()
-                for j in range(i, i + BLOCK):
-                    fn(j)
-                spent[journal] += time.perf_counter() - start
-            i += BLOCK
-        for journal in (False, True):
-            timed[journal].append(spent[journal] / (max(1, calls // BLOCK) * BLOCK) * 1e6)
-    return (
-        (statistics.median(timed[False]), timed[False]),
-        (statistics.median(timed[True]), timed[True]),
-    )
+def _in_call(
+    store: Any, intent: dict[str, Any], receipt: dict[str, Any], spent: list[float]
+) -> Callable[[int], Any]:
+    """A write with the journal off whose tool makes the store's own two puts where the
+    journal makes its operations (the intent before the send, the receipt after it),
+    appending the seconds the two took to `spent`."""
+    namespace, keys = ("bench_journal", "in_call"), iter(range(1 << 62))
+
+    def send_email(to: str) -> str:
+        """Send an email."""
+        key = str(next(keys))
+        start = time.perf_counter()
+        store.put(namespace, key, intent, index=False)
+        took = time.perf_counter() - start
+        sent = f"sent to {to}"
+        start = time.perf_counter()
+        store.put(namespace, key, receipt, index=False)
+        spent.append(took + time.perf_counter() - start)
+        return sent
+
+    return _caller(send_email, store, False)
 
 
-def run(calls: int = 300, rounds: int = 5) -> dict[str, Any]:
+def _paired(arms: dict[str, Callable[[int], Any]], iterations: int) -> dict[str, list[float]]:
+    """Seconds of each arm per iteration, the arms' order rotating from one to the next."""
+    turns = len(arms)
+    for i in range(5):  # warm-up: imports, connections, prepared statements
+        for fn in arms.values():
+            fn(-1 - i)
+    names = list(arms)
+    timed: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(iterations):
+        for name in names[i % turns :] + names[: i % turns]:
+            start = time.perf_counter()
+            arms[name](i)
+            timed[name].append(time.perf_counter() - start)
+    return timed
+
+
+def _us(values: Iterable[float]) -> float:
+    return statistics.median(values) * 1e6
+
+
+def _costs(timed: dict[str, list[float]], lo: int = 0, hi: int | None = None) -> dict[str, float]:
+    """Over iterations ``lo:hi``, in µs: what the journal adds (``on - off``, paired), what
+    the store's own two puts took in the same places, and the two puts alone."""
+    on, off = timed["on"][lo:hi], timed["off"][lo:hi]
+    return {
+        "added": _us(b - a for a, b in zip(off, on, strict=True)),
+        "raw": _us(timed["puts"][lo:hi]),
+        "bare": _us(timed["bare"][lo:hi]),
+    }
+
+
+def measure(store: Any, iterations: int) -> dict[str, Any]:
+    """One store's row: the arms, the ratio, and the operations counted."""
+    entries = _journaled(store, send_email, 1).written  # [intent, receipt]
+    puts: list[float] = []
+    arms = {
+        "on": _caller(send_email, store, True),
+        "off": _caller(send_email, store, False),
+        "raw": _in_call(store, entries[0], entries[-1], puts),
+        "bare": _bare(store, entries[0], entries[-1]),
+    }
+    timed = _paired(arms, iterations)
+    timed["puts"] = puts[-iterations:]  # the warm-up's left out
+    costs = _costs(timed)
+    size = max(1, iterations // ROUNDS)
+    per_round = [_costs(timed, k * size, (k + 1) * size) for k in range(ROUNDS)]
+    writes, reads = _journaled(store, send_email), _journaled(store, get_inbox)
+    ratio = costs["added"] / costs["raw"]
+    return {
+        "iterations": iterations,
+        "raw_us": round(costs["raw"], 1),
+        "bare_us": round(costs["bare"], 1),
+        "write_us_journal_off": round(_us(timed["off"]), 1),
+        "write_us_journal_on": round(_us(timed["on"]), 1),
+        "added_us_per_write": round(costs["added"], 1),
+        "ratio": round(ratio, 2),
+        "ratio_to_bare": round(costs["added"] / costs["bare"], 2),
+        "ratio_per_round": [round(c["added"] / c["raw"], 2) for c in per_round],
+        "target_met": ratio <= TARGET,
+        "round_trips_per_write": (writes.reads + writes.writes) / 20,
+        "reads_per_write": writes.reads / 20,
+        "round_trips_per_read": (reads.reads + reads.writes) / 20,
+    }
+
+
+@contextmanager
+def _postgres(fsync: bool) -> Iterator[Any]:
+    """A PostgresStore on a throwaway cluster, or `None` (with the reason printed)."""
+    try:
+        import psycopg
+        from langgraph.store.postgres import PostgresStore
+
+        from tests import pg
+    except ImportError as exc:
+        print(f"postgres: skipped ({exc})", file=sys.stderr)
+        yield None
+        return
+    cluster = pg.start(fsync=fsync)
+    if isinstance(cluster, str):
+        print(f"postgres: skipped ({cluster})", file=sys.stderr)
+        yield None
+        return
+    try:
+        with psycopg.connect(cluster.url, autocommit=True, prepare_threshold=0) as conn:
+            store = PostgresStore(conn)
+            store.setup()
+            yield store
+    finally:
+        cluster.stop()
+
+
+def _sqlite(folder: str) -> Any:
+    """A SqliteStore on a file in WAL mode (autocommit: the store runs its transactions)."""
     from langgraph.store.sqlite import SqliteStore
 
+    conn = sqlite3.connect(
+        str(Path(folder) / "store.db"), check_same_thread=False, isolation_level=None
+    )
+    conn.execute("PRAGMA journal_mode=WAL")
+    store = SqliteStore(conn)
+    store.setup()
+    return store
+
+
+def run(scale: float = 1.0, only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every store's row (`ITERATIONS` times `scale` iterations; `only`: these stores)."""
+
+    def wanted(name: str) -> bool:
+        return not only or name in only
+
+    def iterations(name: str) -> int:
+        return max(ROUNDS, int(ITERATIONS[name] * scale))
+
     rows: dict[str, Any] = {}
-    folder = tempfile.mkdtemp(prefix="lrt-journal-")
-    stores: dict[str, Any] = {
-        "inmemorystore": InMemoryStore(),
-        "sqlite": SqliteStore(
-            sqlite3.connect(str(Path(folder) / "store.db"), check_same_thread=False)
-        ),
-    }
-    with _postgres() as pg_store:
-        if pg_store is not None:
-            stores["postgres"] = pg_store
-        for name, store in stores.items():
-            off, on = _interleaved(
-                _caller(send_email, store, False), _caller(send_email, store, True), calls, rounds
-            )
-            rows[name] = {
-                "write_us_journal_off": round(off[0], 1),
-                "write_us_journal_on": round(on[0], 1),
-                "added_us_per_write": round(on[0] - off[0], 1),
-                "round_trips_per_write": _round_trips(store, send_email),
-                "round_trips_per_read": _round_trips(store, get_inbox),
-                "per_round_on": [round(x, 1) for x in on[1]],
-            }
-    return {"calls": calls, "rounds": rounds, "rows": rows}
+    with tempfile.TemporaryDirectory(prefix="lrt-journal-") as folder:
+        if wanted("inmemorystore"):
+            rows["inmemorystore"] = measure(InMemoryStore(), iterations("inmemorystore"))
+        if wanted("sqlite"):
+            rows["sqlite"] = measure(_sqlite(folder), iterations("sqlite"))
+    for name, fsync in (("postgres", True), ("postgres_fsync_off", False)):
+        if wanted(name):
+            with _postgres(fsync) as store:
+                if store is not None:
+                    rows[name] = measure(store, iterations(name))
+    return {"target": TARGET, "rounds": ROUNDS, "rows": rows}
 
 
 def table(result: dict[str, Any]) -> str:
-    headers = ["store", "write us (off)", "write us (on)", "added us", "trips/write", "trips/read"]
+    headers = ["store", "raw µs", "added µs", "ratio", "per part", "bare µs", "to bare",
+               "off µs", "on µs", "ops/write", "reads/write", "ops/read"]  # fmt: skip
     rows = [
-        [name, r["write_us_journal_off"], r["write_us_journal_on"], r["added_us_per_write"],
-         r["round_trips_per_write"], r["round_trips_per_read"]]
+        [name, r["raw_us"], r["added_us_per_write"], r["ratio"],
+         " ".join(f"{x:g}" for x in r["ratio_per_round"]), r["bare_us"], r["ratio_to_bare"],
+         r["write_us_journal_off"], r["write_us_journal_on"], r["round_trips_per_write"],
+         r["reads_per_write"], r["round_trips_per_read"]]
         for name, r in result["rows"].items()
     ]  # fmt: skip
     return _util.format_table(headers, rows)
 
 
 def main(quick: bool = False) -> tuple[dict[str, Any], str]:
-    result = run(calls=20, rounds=2) if quick else run()
+    result = run(scale=0.02) if quick else run()
     return result, table(result)
 
 
 if __name__ == "__main__":
-    result, text = main("--quick" in sys.argv)
-    print(text)
-    path = _util.save_json({"journal": result, "meta": _util.run_metadata()}, _util.RESULTS_DIR / "journal.json")  # fmt: skip
-    print(f"written: {path}")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="a fiftieth of the iterations")
+    parser.add_argument("--only", nargs="+", choices=list(ITERATIONS), default=[])
+    args = parser.parse_args()
+    meta = {**_util.run_metadata(), "command": "python -m bench.bench_journal"}  # load at start
+    result = run(scale=0.02 if args.quick else 1.0, only=tuple(args.only))
+    print(table(result))
+    if not (args.quick or args.only):  # a full run: the results the docs show
+        path = _util.save_json({"journal": result, "meta": meta}, _util.RESULTS_DIR / "journal.json")  # fmt: skip
+        print(f"written: {path}")

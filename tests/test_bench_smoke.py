@@ -286,3 +286,20 @@ def test_limits_bench_decision_cost_tiny(pg_url: str) -> None:
               "kill": {"lease_s": 2.0, "slot_back_after_kill_s": 1.5}, "cost": cost}  # fmt: skip
     assert "per_process" in bench_limits.table(result)
     assert "most tokens the store gave in 1 s (bound 3)" in report.RENDERERS["limits.json"](result)
+
+
+def test_journal_bench_tiny(tmp_path: Any) -> None:
+    """Two stores, a handful of iterations: the rows, the counts and the page's table."""
+    from bench import _util, bench_journal, report
+
+    result = bench_journal.run(scale=0.002, only=("inmemorystore", "sqlite"))
+    assert set(result["rows"]) == {"inmemorystore", "sqlite"}
+    for row in result["rows"].values():
+        assert row["raw_us"] > 0 and len(row["ratio_per_round"]) == bench_journal.ROUNDS
+        assert isinstance(row["target_met"], bool)
+    sqlite, memory = result["rows"]["sqlite"], result["rows"]["inmemorystore"]
+    assert (sqlite["round_trips_per_write"], sqlite["reads_per_write"]) == (2, 0)
+    assert (memory["round_trips_per_write"], memory["round_trips_per_read"]) == (2, 0)
+    assert "inmemorystore" in bench_journal.table(result)
+    _util.save_json({"journal": result}, tmp_path / "journal.json")
+    assert "`SqliteStore` (WAL)" in report.render("journal.json", tmp_path)

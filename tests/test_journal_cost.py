@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,30 @@ def test_an_unsynced_postgres_put_is_committed_and_leaves_the_session_as_it_was(
         assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
         other_backend = PostgresBackend(type("Store", (), {"conn": other})())
         assert other_backend.get("ns_unsynced", "k") == {"kind": "receipt", "n": 2}
+
+
+def test_an_in_memory_store_is_used_in_place_on_the_event_loop(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its operations take microseconds and do no I/O: no hop to a worker thread and
+    back (a store bound to a loop, or a database, is still left off the loop)."""
+    if harness.mode != "async":
+        pytest.skip("the async path")
+    threads: list[str] = []
+    real = InMemoryStore.batch
+
+    def batch(self: InMemoryStore, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        if any(getattr(op, "namespace", None) == (NAMESPACE, NS_JOURNAL) for op in ops):
+            threads.append(threading.current_thread().name)
+        return real(self, ops)
+
+    monkeypatch.setattr(InMemoryStore, "batch", batch)
+
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    answer = _graph_run(harness, StructuredTool.from_function(send_email), InMemoryStore(), "c1")
+    assert answer.content == "sent to ann"
+    assert threads == [threading.current_thread().name] * 3  # read, intent, receipt
