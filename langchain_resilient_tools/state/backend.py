@@ -29,6 +29,10 @@ On Redis (`state.redis.RedisBackend`) each operation is one command (``GET``, ``
 ... PX``, ``SET ... NX PX``, ``DEL``) with the expiry and the clock on the server: claim
 is atomic across processes; what may be lost is said there.
 
+`put_unsynced` (a function: a backend may offer the method) is a put that need not wait
+for the disk where the backend can skip it: what outlives the process but may be lost
+with the machine (`state.sqlite`, `state.postgres`; elsewhere a put).
+
 `claim` decides what must happen once: which worker runs a non-idempotent call, which
 worker sends the half-open probe. Every failure of the store (network partition, lost
 connection, timeout) is raised as `BackendError`; what a stage then does is set by

@@ -10,6 +10,13 @@ the same database, `OwnConnection`) and the table `TABLE`, created on first use:
     ns text, key text, kind text, data bytea, expires_at double precision,
     PRIMARY KEY (ns, key)
 
+Each operation is one autocommitted statement, as durable as the server makes a commit
+(``synchronous_commit``, on by default: the WAL is flushed before it returns), except
+`put_unsynced` (the journal's receipt), whose transaction sets ``synchronous_commit``
+off for itself: committed and visible to every session when it returns, so a worker
+that dies after it loses nothing, but a crash of the server (or its machine) within
+the WAL writer's delay may undo it (the next flushed commit flushes it too).
+
 Time is the database's: `PostgresBackend.clock` is the local clock plus its offset to
 the server's ``clock_timestamp()`` (`state.limits.StoreClock`, measured every few
 seconds), so entries, the breaker's recovery time and the journal's leases expire at

@@ -8,10 +8,17 @@ its own (the store's or saver's connection is theirs)::
 
     ns text, key text, kind text, data blob, expires_at real, PRIMARY KEY (ns, key)
 
-Each operation is one autocommitted statement (in WAL mode, as LangGraph's SqliteSaver
-sets the file, with SQLite's default full sync: one fsync per commit), so it is durable
-when it returns, against a crash of the process and of the machine, and atomic by
-itself: of several processes claiming one key exactly one wins.
+Each operation is one autocommitted statement, atomic by itself (of several processes
+claiming one key exactly one wins), in WAL mode as LangGraph's SqliteSaver sets the
+file, at ``synchronous=FULL`` (set on the connection, whatever SQLite was built with):
+the WAL is synced at every commit, so an operation is durable when it returns, against
+a crash of the process and of the machine. `put_unsynced` alone (the journal's receipt)
+runs at ``synchronous=NORMAL`` in WAL mode: committed, so it outlives the process (the
+commit is written to the WAL, in the operating system's hands), but not synced, so a
+power loss may undo it and the last commits before it (never the file's integrity:
+WAL's own guarantee); the next synced commit on the file (the next intent, the
+checkpoint of a ``SqliteSaver`` on the same file) syncs it with its own. Outside WAL
+mode, where ``NORMAL`` may corrupt a file on a power loss, it is synced like the rest.
 
 First use is safe when several processes start on one file together (two replicas
 resuming the same thread; a ``SqliteStore`` file nobody used the table in yet): the

@@ -7,8 +7,12 @@ backend (`where.journal_backend`). Entries are kept per step of the thread, and 
 only a call with the same arguments (`logic.judge`). Before the
 write runs, its intent is claimed under the call's idempotency key (one round trip);
 while it runs, its lease is renewed (`runtime.lease`, only for writes that outlast a
-third of the lease); when it answers, the receipt is written (one round trip). A call
-whose key already has an entry is decided by `logic.judge`:
+third of the lease); when it answers, the receipt is written (one round trip). The
+intent is synced to disk before the tool runs; the receipt is committed before the answer
+is returned but not waited on to reach the disk (`state.backend.put_unsynced`): a dead
+worker loses neither, and what a power loss or a database crash may take is the receipt
+alone, which leaves the intent, its worker gone: an unknown outcome, never a second run.
+A call whose key already has an entry is decided by `logic.judge`:
 
 - **receipt**: answered from it; nothing runs (``served_by="journal"``, marked so);
 - **running** (its worker is alive and holds its lease, e.g. another replica): the
