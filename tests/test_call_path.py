@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Self
 
 import pytest
 from langchain_core.tools import tool
@@ -75,7 +75,24 @@ def _suspended(frame: FrameType) -> bool:
     return dis.opname[frame.f_code.co_code[frame.f_lasti]] in _SUSPENDING
 
 
-class PathRecorder:
+class Profiling:
+    """Its `profile` sees every call and return on every thread while it is entered
+    (`sys.setprofile`, `threading.setprofile`)."""
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        threading.setprofile(self.profile)
+        sys.setprofile(self.profile)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+
+class PathRecorder(Profiling):
     """The innermost stage at every profile event inside a driver run, per thread."""
 
     def __init__(self) -> None:
@@ -117,15 +134,6 @@ class PathRecorder:
         path = self.paths.setdefault(threading.get_ident(), [])
         if not path or path[-1] != home:
             path.append(home)
-
-    def __enter__(self) -> PathRecorder:
-        threading.setprofile(self.profile)
-        sys.setprofile(self.profile)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
 
 
 def check_path(path: list[str], applies: set[str]) -> None:
@@ -211,8 +219,8 @@ def test_the_check_fails_on_a_stage_visited_twice() -> None:
             check_path(bad, applies)
 
 
-class ModulesEntered:
-    """The package's modules whose functions ran, on every thread (`sys.setprofile`)."""
+class ModulesEntered(Profiling):
+    """The package's modules whose functions ran, on every thread."""
 
     def __init__(self) -> None:
         self.files: set[str] = set()
@@ -220,15 +228,6 @@ class ModulesEntered:
     def profile(self, frame: FrameType, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code.co_filename.startswith(str(PKG)):
             self.files.add(frame.f_code.co_filename[len(str(PKG)) + 1 :])
-
-    def __enter__(self) -> ModulesEntered:
-        threading.setprofile(self.profile)
-        sys.setprofile(self.profile)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
