@@ -311,7 +311,11 @@ def run(scale: float = 1.0, only: tuple[str, ...] = ()) -> dict[str, Any]:
         if wanted("inmemorystore"):
             rows["inmemorystore"] = measure(InMemoryStore(), iterations("inmemorystore"))
         if wanted("sqlite"):
-            rows["sqlite"] = measure(_sqlite(folder), iterations("sqlite"))
+            store = _sqlite(folder)
+            try:
+                rows["sqlite"] = measure(store, iterations("sqlite"))
+            finally:
+                store.conn.close()  # Python 3.13 warns about a connection left open
     for name, fsync in (("postgres", True), ("postgres_fsync_off", False)):
         if wanted(name):
             with _postgres(fsync) as store:
