@@ -88,13 +88,17 @@ class NodeCalls:
             for rt in runtimes:
                 self.steps.pop(id(rt), None)
 
+    def step_of(self, runtime: Any) -> Step:
+        """The open step of a call's `runtime`, or the pipeline's loose one."""
+        return self.steps.get(id(runtime)) or self.pipeline.loose_step
+
     def _new_call(self, request: ToolCallRequest) -> Call:
         tc = request.tool_call
         self.layers.note_rerun(request, self.node)  # a node retry_policy re-ran it
         runtime = request.runtime
         config = runtime.config if runtime else None
         call = self.pipeline.new_call(
-            of_step=self.steps.get(id(runtime)) or self.pipeline.loose_step,
+            of_step=self.step_of(runtime),
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]) if isinstance(tc["args"], dict) else {},
@@ -151,7 +155,7 @@ class NodeCalls:
         person (`with_question`) and for the end of the step (`Step.answer`)."""
         if Step.as_answered(outcome):
             return outcome.value
-        step = self.steps.get(id(request.runtime)) or self.pipeline.loose_step
+        step = self.step_of(request.runtime)
         return step.answer(outcome, with_question(self.errors.answer(outcome), outcome))
 
     def sync_call(
@@ -225,5 +229,5 @@ class NodeCalls:
         outcome = await self.pipeline.arun(call, sync_callbacks=True)
         if Step.as_answered(outcome):
             return outcome.value
-        step = self.steps.get(id(runtime)) or self.pipeline.loose_step
+        step = self.step_of(runtime)
         return step.answer(outcome, self.errors.answer(outcome))
