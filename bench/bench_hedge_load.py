@@ -15,7 +15,8 @@ side by side (one thread, or one task, each). Two conditions take turns in block
   are stopped between contended blocks, not restarted.
 
 Each condition has its own nodes and services, so what hedging learns under load (its
-delay, its budget) is learned under load. Reported per mode and condition: the p50, p95
+delay, its budget) is learned under load; both services draw the same latencies (those
+of `bench.bench_tail`'s tail phase), so the conditions differ by the load alone. Reported per mode and condition: the p50, p95
 and p99 step latency of both, the p99 ratio, the extra attempts (every hedge sent,
 cancelled ones included, per call, from ``stats()``; and the service's executions beyond
 one per call, which a hedge cancelled before it reached the service is not), the budget
@@ -103,12 +104,15 @@ def neighbours(n: int, settle_s: float = SETTLE_S) -> Iterator[Neighbours]:
 
 
 class Cell:
-    """One variant under one condition: its service, node and step latencies."""
+    """One variant under one condition: its service, node and step latencies. The
+    service of each condition draws the latencies of `bench.bench_tail`'s tail phase
+    (same seed, same queries): quiet and contended meet the same stragglers, and the
+    same hedges stall too."""
 
     def __init__(self, mode: str, condition: str, variant: str) -> None:
-        self.service = ReadService(f"{mode}/{condition}")
+        self.service = ReadService(mode)
         self.node = _node(variant, self.service.tool())
-        self.tag = condition[0]
+        self.tag = "tail"
         self.latencies: list[float] = []
 
     def steps(self, lo: int, hi: int) -> None:

@@ -96,9 +96,10 @@ class Hedge(Options):
     for ones that are slow for everyone. Shorthands: ``hedge="auto"``, ``hedge=0.2``."""
 
     delay: float | Literal["auto"] = "auto"
-    """Seconds an attempt may run before a hedge starts beside it. ``"auto"``: 1.25
-    times the tool's own recent p95 latency, at most twice its p75 (stalls do not move
-    it), never below `min_delay`; no hedge until 10 latencies are known."""
+    """Seconds an attempt may be with its tool before a hedge starts beside it (the wait
+    for a thread, a slot or a token does not count). ``"auto"``: 1.25 times the tool's
+    own recent p95 service time, at most twice its p75 (stalls do not move it), never
+    below `min_delay`; no hedge until 10 latencies are known."""
     max_hedges: int = Field(default=1, ge=1, le=4)
     """Hedges one attempt may get, one more each time the `delay` passes again."""
     budget: float = Field(default=0.05, ge=0, le=1)

@@ -44,8 +44,9 @@ running is the race), when the call's deadline has passed, when the tool was jus
 ``rate_limited`` (for the wait the service asked for, else `RATE_LIMIT_QUIET_S`), when
 its circuit is not closed, when it holds its cap of abandoned threads, or when the hedge
 budget (`budget.HedgeBudget`: a bucket of at most `Hedge.burst` tokens, empty at first,
-that each first attempt adds `Hedge.budget` of a token to) or the retry budget is spent. A write is never hedged: `hedge` on a tool that is not
-idempotent is ignored, and said once by its adapter (`core.ignored`).
+that each first attempt adds `Hedge.budget` of a token to) or the retry budget is spent.
+A write is never hedged: `hedge` on a tool that is not idempotent is ignored, and said
+once by its adapter (`core.ignored`).
 
 One core decides, two thin drivers wait and run: both ask the call's `logic.Race` what
 to do next (`Race.next`: wait, send the hedge now due, or stop) and hand it each
