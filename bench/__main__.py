@@ -30,6 +30,7 @@ OPTIONAL = (
     "bench_checkpoints",
     "crash",
     "bench_tail",
+    "bench_hedge_load",
     "bench_builtins",
     "bench_redact",
     "bench_tasks",

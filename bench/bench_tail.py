@@ -11,8 +11,9 @@ of it (0.3x of a 2 s stall would leave 600 ms). Whether a call stalls is drawn f
 query and its attempt number, so every variant, and every run, meets the same
 stragglers; a hedge is a new attempt and draws its own latency (3% of the hedges stall
 too: those steps stay slow). Then a partial outage: every call takes `OUTAGE_S`, for
-which no hedge helps; its extra attempts must stay within the budget (a full bucket
-plus 5% of the calls).
+which no hedge helps; its extra attempts must stay within the budget (what the bucket
+saved before, at most a burst of 10, plus 5% of its calls; over the whole run, 5% of the
+calls, the burst included).
 
 One step is one AIMessage with `READS` parallel reads. Four variants run side by side
 (one thread, or one task, each; the service only sleeps): `ToolNode`, `ToolNode` with
@@ -42,7 +43,6 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolNode
 
 from langchain_resilient_tools import Hedge, ResilientToolNode, ToolPolicy
-from langchain_resilient_tools.pipeline.hedge.budget import BURST
 
 from . import _util
 from .overhead import _DIRECT_CONFIG
@@ -119,7 +119,9 @@ def _phases(steps: int, outage_steps: int) -> list[tuple[str, int]]:
     return [("tail", steps), ("outage", outage_steps)]
 
 
-def _summary(latencies: list[float], service: ReadService, calls: int, seconds: float) -> dict[str, Any]:
+def _summary(
+    latencies: list[float], service: ReadService, calls: int, seconds: float
+) -> dict[str, Any]:
     ordered = sorted(latencies)
 
     def q(p: float) -> float:
@@ -176,9 +178,11 @@ def _side_by_side(run: Callable[[str, dict[str, Any]], None]) -> dict[str, dict[
 
 
 def _budget_bound(calls: int) -> int:
-    """Most hedges the default budget allows over `calls` first attempts: a full bucket
-    (`BURST` tokens) plus 5% of them."""
-    return math.floor(BURST + Hedge().budget * calls)
+    """Most hedges the default budget allows over `calls` first attempts that follow
+    others: what the bucket saved before them (at most `Hedge.burst` tokens) plus 5% of
+    them."""
+    hedge = Hedge()
+    return math.floor(hedge.burst + hedge.budget * calls)
 
 
 def _verdict(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -211,9 +215,15 @@ def run(*, steps: int = STEPS, outage_steps: int = OUTAGE_STEPS) -> dict[str, An
 
     modes["async"] = asyncio.run(all_async())
     return {
-        "settings": {"typical_s": TYPICAL_S, "stall_p": STALL_P, "stall_s": STALL_S,
-                     "outage_s": OUTAGE_S, "reads_per_step": READS, "steps": steps,
-                     "outage_steps": outage_steps},
+        "settings": {
+            "typical_s": TYPICAL_S,
+            "stall_p": STALL_P,
+            "stall_s": STALL_S,
+            "outage_s": OUTAGE_S,
+            "reads_per_step": READS,
+            "steps": steps,
+            "outage_steps": outage_steps,
+        },
         "modes": modes,
         "verdict": {mode: _verdict(cells) for mode, cells in modes.items()},
     }

@@ -134,6 +134,12 @@ _TAIL_LABELS = {
 }
 
 
+def _hedge_load(data: dict[str, Any]) -> str:
+    from . import bench_hedge_load  # the table its run prints, written once
+
+    return bench_hedge_load.markdown(data)
+
+
 def _tail(data: dict[str, Any]) -> str:
     rows = []
     for mode, variants in data["modes"].items():
@@ -354,6 +360,7 @@ RENDERERS: dict[str, Renderer] = {
     "latest.json#memory": _memory,
     "latest-py312.json#overhead": _overhead_plain,
     "tail.json": _tail,
+    "hedge_load.json": _hedge_load,
     "crash.json": _crash,
     "journal.json": _journal,
     "dedup.json": _dedup,

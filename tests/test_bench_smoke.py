@@ -303,3 +303,20 @@ def test_journal_bench_tiny(tmp_path: Any) -> None:
     assert "inmemorystore" in bench_journal.table(result)
     _util.save_json({"journal": result}, tmp_path / "journal.json")
     assert "`SqliteStore` (WAL)" in report.render("journal.json", tmp_path)
+
+
+def test_hedge_under_load_tiny() -> None:
+    """Both conditions side by side, one neighbour process, two steps each: the report's
+    shape (the neighbours are started, stopped between blocks, and gone afterwards)."""
+    from bench import bench_hedge_load
+
+    result = bench_hedge_load.run(steps=2, block=1, neighbours_n=1, settle_s=0.0)
+    assert result["settings"]["neighbours"] == 1 and result["settings"]["burst"] >= 1
+    for mode in ("sync", "async"):
+        cells = result["modes"][mode]
+        for condition in bench_hedge_load.CONDITIONS:
+            cell = cells[condition]
+            assert cell["ToolNode"]["steps"] == cell["hedge=auto"]["steps"] == 2
+            assert set(cell["hedging"]) >= {"hedges_sent", "extra_share", "extra_served_share"}
+            assert isinstance(cell["p99_target_met"], bool)
+    assert "contended" in bench_hedge_load.markdown(result)

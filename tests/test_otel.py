@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from langchain_resilient_tools import BreakerPolicy, Cache, RetryPolicy, ToolPolicy
+from langchain_resilient_tools import BreakerPolicy, Cache, Hedge, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.pipeline.hedge.stage import HedgeStage
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
@@ -338,7 +338,8 @@ def test_a_hedged_call_shows_its_overlapping_attempts(
 
     monkeypatch.setattr(HedgeStage, "_may_hedge", spy)
     tool = counted(name, stall.read, coroutine=stall.aread)
-    policy = ToolPolicy(hedge=0.5, clock=clock, dedup="off")
+    hedge = Hedge(delay=0.5, budget=1.0)  # a token with the first call: its budget starts empty
+    policy = ToolPolicy(hedge=hedge, clock=clock, dedup="off")
     result = harness.run([tool], [tool_call(name, {"query": "q"}, id="c1")], policy=policy)
     assert result["c1"].content == "fresh q"
     stall.release.set()  # a sync loser runs out now

@@ -20,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolCallTransformer, ToolRuntime
 
 from langchain_resilient_tools import (
+    Hedge,
     ResilientToolNode,
     ResilientToolsState,
     RetryPolicy,
@@ -167,7 +168,8 @@ def test_a_call_refused_before_it_ran_has_its_handle(harness: Harness) -> None:
 
 def test_a_hedged_read_is_one_handle(harness: Harness, releases: Releases) -> None:  # noqa: F811
     clock = FakeClock()
-    policy = ToolPolicy(hedge=0.5, clock=clock, dedup="off")
+    hedge = Hedge(delay=0.5, budget=1.0)  # a token with the first call: the budget starts empty
+    policy = ToolPolicy(hedge=hedge, clock=clock, dedup="off")
     tool = stalling_read("search_docs", clock, releases, native_async=True)
     call = tool_call("search_docs", {"query": "q"}, id="c1")
     found, answers = handles(harness, [tool], [call], policy=policy)

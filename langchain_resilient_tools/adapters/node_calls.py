@@ -204,12 +204,13 @@ class NodeCalls:
                 call.offload = True
         else:
 
-            def guarded_offloaded(req: ToolCallRequest) -> Awaitable[Any]:
+            def guarded_offloaded(c: Call, req: ToolCallRequest) -> Awaitable[Any]:
                 self._guard(req)
-                # Behind a user's wrapper a sync tool still runs on the pipeline's workers.
-                return execute(offloaded(req, call, self.pipeline.env.runner))
+                # Behind a user's wrapper a sync tool still runs on the pipeline's workers
+                # (as attempt `c`: a hedge is stamped on its own probe, `core.probe`).
+                return execute(offloaded(req, c, self.pipeline.env.runner))
 
-            call.arun = lambda c: user(self._request_for(request, c), guarded_offloaded)
+            call.arun = lambda c: user(self._request_for(request, c), partial(guarded_offloaded, c))
         return self.answer(await self.pipeline.arun(call), request)
 
     async def run_offloaded(

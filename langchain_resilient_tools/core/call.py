@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool
 
 from .errors import OutcomeStillUnknown, ToolErrorType
 from .policy import ResolvedPolicy
+from .probe import Probe
 
 DIRECT_CALL_PREFIX = "direct-"
 """The id of a call made with plain arguments (no tool call, so no id of the model's):
@@ -164,6 +165,9 @@ class Call:
     idempotency_key: str | None = None
     """The call's idempotency key once built (`core.idempotency.key_for`): every attempt
     sends the same one."""
+    probe: Probe | None = None
+    """Written by hedge on each attempt of a race. Read by the attempt stage, which runs
+    the tool through it, and by hedge: when the tool began and answered (`core.probe`)."""
     result_key: str | Literal[False] | None = False
     """The call's result key once built (`core.key.result_key`; `None`: it shares
     nothing), read by the result cache and the stale fallback; `False` until built."""

@@ -10,6 +10,7 @@ exception, to an envelope::
     ├── AttemptTimeout                one attempt ran past its timeout
     │                                 (`.started` says whether the tool had begun)
     ├── ThreadsExhausted              the tool already holds too many abandoned threads
+    ├── Superseded                    a hedge race was decided before this attempt began
     ├── UnknownTool                   no tool by that name
     ├── MalformedCall                 the arguments could not be parsed
     ├── InvalidArguments              the arguments do not fit the schema (`.fields`)
@@ -119,6 +120,15 @@ class ThreadsExhausted(ResilienceSignal):
     def __init__(self, abandoned: int) -> None:
         super().__init__(f"{abandoned} earlier calls are still running")
         self.abandoned = abandoned
+
+
+class Superseded(ResilienceSignal):
+    """A losing attempt of a hedged call that had not reached its tool when another
+    attempt answered: it never runs (`core.probe.Probe.supersede`). Its race is already
+    decided, so no call is ever answered with it."""
+
+    def __init__(self) -> None:
+        super().__init__("the call was answered by another attempt")
 
 
 class UnknownTool(ResilienceSignal):

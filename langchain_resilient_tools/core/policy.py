@@ -326,9 +326,14 @@ class ResolvedPolicy:
     __slots__ = (
         "access", "adaptive", "attach_record", "classified_by", "clock", "deadline_s",
         "dedup_mode", "detect_text", "hints", "idempotent", "isolate", "keyed",
-        "max_abandoned_threads", "max_attempts", "max_chars", "policy", "rerun",
-        "retry_budget", "timeout", "unknown_args", "write",
+        "max_abandoned_threads", "max_attempts", "max_chars", "plain_attempt", "policy",
+        "rerun", "retry_budget", "timeout", "unknown_args", "write",
     )  # fmt: skip
+
+    @property
+    def hedged(self) -> bool:
+        """Whether calls of the tool race hedges (`pipeline.hedge`): never for a write."""
+        return self.policy.hedge is not None and not self.write
 
     def __init__(self, policy: ToolPolicy, tool_name: str, hints: ToolHints | None = None) -> None:
         self.policy = policy
@@ -356,6 +361,9 @@ class ResolvedPolicy:
         self.adaptive = timeouts.adaptive
         self.isolate = timeouts.isolate
         self.max_abandoned_threads = timeouts.max_abandoned_threads
+        self.plain_attempt = self.adaptive is None and not self.isolate and not self.hedged
+        """The attempt stage's short path: no latency to learn, no worker process, no
+        race to tell when the tool began (`core.probe`)."""
         self.unknown_args = policy.args.unknown
         self.dedup_mode = policy.dedup.mode
         self.max_attempts = policy.retry.max_attempts

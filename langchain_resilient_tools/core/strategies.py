@@ -96,18 +96,24 @@ class Hedge(Options):
     for ones that are slow for everyone. Shorthands: ``hedge="auto"``, ``hedge=0.2``."""
 
     delay: float | Literal["auto"] = "auto"
-    """Seconds an attempt may run before a hedge starts beside it. ``"auto"``: 1.25
-    times the tool's own recent p95 latency, at most twice its p75 (stalls do not move
-    it), never below `min_delay`; no hedge until 10 latencies are known."""
+    """Seconds an attempt may be with its tool before a hedge starts beside it (the wait
+    for a thread, a slot or a token does not count). ``"auto"``: 1.25 times the tool's
+    own recent p95 service time, at most twice its p75 (stalls do not move it), never
+    below `min_delay`; no hedge until 10 latencies are known."""
     max_hedges: int = Field(default=1, ge=1, le=4)
     """Hedges one attempt may get, one more each time the `delay` passes again."""
     budget: float = Field(default=0.05, ge=0, le=1)
-    """Share of the tool's attempts that may be hedged, so a service that is slow for
-    everyone is not hit twice as hard: each first attempt adds this much of a token to a
-    bucket of at most 10 (full at the start), each hedge takes a whole one. Over any run,
-    hedges stay within 10 plus this share of the calls; up to 10 stalls in a row are all
-    hedged. Hedges also take from the retry budget (`RetryPolicy.budget`) of a tool that
-    retries."""
+    """Share of the tool's calls that may be hedged, so a service that is slow for
+    everyone is not hit twice as hard: each call adds this much of a token to a bucket
+    that starts empty, each hedge sent takes a whole one (also one cancelled before it
+    reached the tool). From the first call on, hedges stay within this share of the
+    calls, bursts included. Hedges also take from the retry budget
+    (`RetryPolicy.budget`) of a tool that retries."""
+    burst: int = Field(default=10, ge=1)
+    """Tokens the budget's bucket holds at most: a tool healthy for a while (``burst /
+    budget`` calls, 200 by default) may have this many stalls in a row all hedged. The
+    burst is saved up by earlier calls, never lent in advance, so it is counted inside
+    `budget`."""
     min_delay: float = Field(default=0.05, gt=0)
     """With ``delay="auto"``: the shortest hedge delay, in seconds (until the tool's
     latencies are known, it is not hedged at all)."""

@@ -12,11 +12,12 @@ deadline (`runtime.deadline`). Tools with ``isolate=True`` run in a worker proce
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
 from ..core.call import Call
+from ..core.tools import has_native_async
 from ..observe import otel as _otel
 from ..runtime import deadline as _deadline
 from ..runtime.adaptive import LatencyHistory
@@ -35,6 +36,12 @@ def attempt_timeout(call: Call, history: LatencyHistory | None = None) -> float 
 
 def _isolated(call: Call) -> bool:
     return call.resolved.isolate and call.tool is not None
+
+
+def _offloaded_by_adapter(call: Call) -> bool:
+    """A sync tool the adapter's own handler runs on the pipeline's workers (its stand-in,
+    `runtime.offload.OffloadedTool`, stamps the attempt's probe there)."""
+    return call.tool is not None and not _isolated(call) and not has_native_async(call.tool)
 
 
 def _tool_args(call: Call) -> dict[str, Any]:
@@ -62,7 +69,7 @@ class AttemptStage(Stage):
 
     def _run(self, call: Call, call_next: Next) -> Any:
         resolved = call.resolved
-        if resolved.adaptive is None and not resolved.isolate:
+        if resolved.plain_attempt:
             # The common case: no latency to keep, the tool on a worker thread.
             timeout = _deadline.cap(call, resolved.timeout)
             call.record.attempts += 1
@@ -77,13 +84,16 @@ class AttemptStage(Stage):
         start = clock()
         if _isolated(call):
             assert call.tool is not None
-            value = run_isolated(call.tool, _tool_args(call), timeout)
-        elif timeout is None:
-            value = call_next(call)
+            fn = partial(run_isolated, call.tool, _tool_args(call), timeout)
         else:
-            value = self.env.runner.run(
-                call.name, partial(call_next, call), timeout, resolved.max_abandoned_threads
-            )
+            fn = partial(call_next, call)
+        probe = call.probe
+        if probe is not None:  # an attempt of a hedge race: stamped where the tool runs
+            fn = partial(probe.run, fn)
+        if timeout is None or _isolated(call):
+            value = fn()
+        else:
+            value = self.env.runner.run(call.name, fn, timeout, resolved.max_abandoned_threads)
         if history is not None:
             history.add(clock() - start)
         return value
@@ -99,7 +109,7 @@ class AttemptStage(Stage):
 
     def _arun(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         resolved = call.resolved
-        if resolved.adaptive is None and not resolved.isolate and not call.offload:
+        if resolved.plain_attempt and not call.offload:
             # The common case: nothing to do after the tool, so no coroutine of our own;
             # the caller's task drives the tool, one loop timer bounds it (`timed`).
             timeout = _deadline.cap(call, resolved.timeout)
@@ -119,16 +129,24 @@ class AttemptStage(Stage):
     ) -> Any:
         clock = call.resolved.clock
         start = clock()
-        if _isolated(call):
-            assert call.tool is not None
-            value = await arun_isolated(call.tool, _tool_args(call), timeout)
-        elif call.offload:
-            terminal = self.env.sync_terminal
-            value = await self.env.runner.arun(
-                call.name, partial(terminal, call), timeout, call.resolved.max_abandoned_threads
-            )
+        probe = call.probe
+        if call.offload and not _isolated(call):
+            fn = partial(self.env.sync_terminal, call)
+            if probe is not None:  # an attempt of a hedge race: stamped on its worker
+                fn = partial(probe.run, fn)
+            max_abandoned = call.resolved.max_abandoned_threads
+            value = await self.env.runner.arun(call.name, fn, timeout, max_abandoned)
         else:
-            value = await await_with_timeout(partial(call_next, call), timeout)
+            make: Callable[[], Awaitable[Any]]
+            if _isolated(call):
+                assert call.tool is not None
+                make = partial(arun_isolated, call.tool, _tool_args(call), timeout)
+                timeout = None  # the worker process keeps it
+            else:
+                make = partial(call_next, call)
+            if probe is not None and not _offloaded_by_adapter(call):
+                make = partial(probe.arun, make)
+            value = await await_with_timeout(make, timeout)
         if history is not None:
             history.add(clock() - start)
         return value

@@ -10,7 +10,7 @@ not trip the breaker and are never answered from a fallback.
 from __future__ import annotations
 
 from ..core.call import Call
-from ..core.errors import AttemptTimeout, CircuitOpen, ThreadsExhausted, ToolRaised
+from ..core.errors import AttemptTimeout, CircuitOpen, Superseded, ThreadsExhausted, ToolRaised
 from ..core.hints import not_carried_out
 from ..text.classify import is_transient
 
@@ -35,7 +35,7 @@ def retry_wants(original: BaseException, call: Call) -> bool:
 
 def surely_not_executed(exc: BaseException) -> bool:
     """Whether the tool certainly did not run (so even a write may be answered otherwise)."""
-    if isinstance(exc, (CircuitOpen, ThreadsExhausted)):
+    if isinstance(exc, (CircuitOpen, ThreadsExhausted, Superseded)):
         return True
     if isinstance(exc, ToolRaised) and not_carried_out(exc.original):
         return True  # never sent, or refused by the service before it acted (429, 503)

@@ -37,13 +37,13 @@ class OffloadedTool(ToolStandIn):
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         call = self._call
+        fn = partial(self._tool.invoke, input, config, **kwargs)
+        if call.probe is not None:  # an attempt of a hedge race: stamped on its worker
+            fn = partial(call.probe.run, fn)
         # No timeout of its own: the attempt's deadline cancels this, and the runner
         # counts the thread it leaves running.
         return await self._runner.arun(
-            call.name,
-            partial(self._tool.invoke, input, config, **kwargs),
-            None,
-            call.resolved.policy.timeouts.max_abandoned_threads,
+            call.name, fn, None, call.resolved.policy.timeouts.max_abandoned_threads
         )
 
 

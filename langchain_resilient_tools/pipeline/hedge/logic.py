@@ -140,10 +140,17 @@ class Race:
     """
 
     delay: float = 0.0
-    """Seconds between hedges: the n-th is due `delay` x n after the race `began`."""
+    """Seconds between hedges: the n-th is due `delay` x n after the first attempt
+    reached its tool (`served`)."""
     max_hedges: int = 0
     began: float = 0.0
-    """The `ToolPolicy.clock` time at which the first attempt started."""
+    """The `ToolPolicy.clock` time at which the first attempt was sent."""
+    served: float | None = None
+    """The clock time at which the first attempt reached its tool (`core.probe`), once
+    known: the time it waited for a thread on the way does not count as its being slow."""
+    anchor: float = 0.0
+    """What the hedges are due from: `served` once known, until then the last time a
+    hedge would have been due (`began` at first)."""
     came_due: int = 0
     """Hedges that came due so far (sent or not)."""
     started: int = 0
@@ -156,19 +163,37 @@ class Race:
     fatal: BaseException | None = None
     """Control flow or an author's mistake: it ends the race at once and is raised."""
 
+    def __post_init__(self) -> None:
+        self.anchor = self.began
+
     @property
     def due(self) -> float | None:
         """The clock time at which the next hedge is due; `None`: no more in this race."""
         if self.came_due >= self.max_hedges:
             return None
-        return self.began + self.delay * (self.came_due + 1)
+        return self.anchor + self.delay * (self.came_due + 1)
 
-    def next(self, now: float) -> Move:
-        """What to do at clock time `now`: wait, send the hedge now due, or stop."""
+    def next(self, now: float, served: float | None, returned: bool) -> Move:
+        """What to do at clock time `now`: wait, send the hedge now due, or stop.
+        `served`: when the first attempt reached its tool, if it has; `returned`: its
+        tool has answered (the answer may not have reached the race yet).
+
+        A first attempt still on its way to the tool when the delay has passed (waiting
+        for a worker thread on a busy machine, for a slot, for a token) has not been slow
+        at the service: it is looked at again one `delay` later, and hedged `delay` after
+        it reached the tool. A hedge would wait on the same way, and the budget is kept
+        for the service's own stragglers. Nor is one whose tool has answered, while its
+        answer is on its way back.
+        """
         if self.decided:
             return Move.DONE
+        if served is not None and self.served is None:
+            self.served = self.anchor = served
         due = self.due
         if due is None or now < due:
+            return Move.WAIT
+        if self.served is None or returned:
+            self.anchor = now
             return Move.WAIT
         self.came_due += 1
         return Move.HEDGE

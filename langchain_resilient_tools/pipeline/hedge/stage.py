@@ -1,16 +1,25 @@
 """Hedged reads: a slow attempt of an idempotent call gets another one beside it.
 
-When an attempt has not answered after the tool's hedge delay (`Hedge.delay`: a
-fixed delay, or ``"auto"``, learned from its recent latencies: `logic.auto_delay`, and
-no hedge at all until `logic.AUTO_MIN_SAMPLES` are known), one more attempt of the same call
-starts (up to `Hedge.max_hedges`); the first good answer is the call's. The other
-attempts are cancelled (an async tool), or, when they hold a thread (a sync tool), left
-to run out and counted while they run, like the threads of timed-out attempts: no hedge
-goes while the tool's abandoned threads and running losers reach its
+When an attempt has been with its tool for the tool's hedge delay without an answer
+(`Hedge.delay`: a fixed delay, or ``"auto"``, learned from its recent service times:
+`logic.auto_delay`, and no hedge at all until `logic.AUTO_MIN_SAMPLES` are known), one
+more attempt of the same call starts (up to `Hedge.max_hedges`); the first good answer is
+the call's. The other attempts are cancelled (an async tool), or, when they hold a thread
+(a sync tool), left to run out and counted while they run, like the threads of timed-out
+attempts: no hedge goes while the tool's abandoned threads and running losers reach its
 `Timeouts.max_abandoned_threads`. (Losers are not counted where the runner counts abandoned
-threads: a burst of losers must not make the next first attempts fail fast.) An
-attempt that fails while another still runs does not end the call: the race fails only
-when every attempt failed, with the first attempt's failure.
+threads: a burst of losers must not make the next first attempts fail fast.) A loser still
+waiting for its thread never runs. An attempt that fails while another still runs does
+not end the call: the race fails only when every attempt failed, with the first
+attempt's failure.
+
+Time is the service's, not the machine's: each attempt carries a `core.probe.Probe` that
+the attempt stage runs the tool through, on the thread that runs it, so the delay is
+learned from how long the tool took (not the wait for a worker thread, nor for the caller
+to wake up), and counted from when the first attempt reached its tool. On a busy machine
+those waits grow with the load; learned from wall time, the delay grew with them until
+the hedge came after the straggler's own answer. A loser is counted by the thread it
+holds (the probe says when it lets go), not by a task of a loop that may not run again.
 
 Where the stage sits (`driver.STAGES`: retry > hedge > breaker > checks > limit >
 attempt), and why:
@@ -34,9 +43,10 @@ No hedge goes once the run is asked to drain (`runtime.drain`: the attempt alrea
 running is the race), when the call's deadline has passed, when the tool was just told
 ``rate_limited`` (for the wait the service asked for, else `RATE_LIMIT_QUIET_S`), when
 its circuit is not closed, when it holds its cap of abandoned threads, or when the hedge
-budget (`budget.HedgeBudget`: a bucket of `budget.BURST` tokens that each first attempt
-adds `Hedge.budget` of a token to) or the retry budget is spent. A write is never hedged: `hedge` on a tool that is not
-idempotent is ignored, and said once by its adapter (`core.ignored`).
+budget (`budget.HedgeBudget`: a bucket of at most `Hedge.burst` tokens, empty at first,
+that each first attempt adds `Hedge.budget` of a token to) or the retry budget is spent.
+A write is never hedged: `hedge` on a tool that is not idempotent is ignored, and said
+once by its adapter (`core.ignored`).
 
 One core decides, two thin drivers wait and run: both ask the call's `logic.Race` what
 to do next (`Race.next`: wait, send the hedge now due, or stop) and hand it each
@@ -52,18 +62,20 @@ import contextvars
 import dataclasses
 import logging
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from ...core.call import Call
 from ...core.errors import ToolRaised
 from ...core.hints import is_rate_limited, retry_after
 from ...core.policy import Hedge, ResolvedPolicy
+from ...core.probe import Probe
+from ...core.tools import has_native_async
 from ...runtime import deadline as _deadline
 from ...runtime import drain as _drain
 from ...runtime.adaptive import LatencyHistory
 from ...runtime.executor import dispatch_pool
-from ...runtime.job import Job
 from ...state.pertool import PerTool
 from ..stage import AsyncNext, Env, Next, Stage
 from .budget import HedgeBudget
@@ -87,6 +99,11 @@ def _forget(task: asyncio.Task[Any]) -> None:
     _losers.discard(task)
     if not task.cancelled():
         task.exception()  # read, so that asyncio does not log it as never retrieved
+
+
+def _ask(race: Race, clock: Callable[[], float], first: Probe) -> Move:
+    """The race's next move now, told where its first attempt is (`core.probe`)."""
+    return race.next(clock(), first.started, first.ended is not None)
 
 
 def _options(call: Call) -> Hedge:
@@ -126,10 +143,11 @@ class HedgeStage(Stage):
         return self.histories.get(call.name, lambda: history_for(policy))
 
     def budget_for(self, call: Call) -> HedgeBudget:
-        """The tool's hedge budget: a bucket of `BURST` tokens, `Hedge.budget` more per
-        first attempt."""
-        ratio = _options(call).budget
-        return self.budgets.get(call.name, lambda: HedgeBudget(ratio=ratio))
+        """The tool's hedge budget: a bucket of `Hedge.burst` tokens at most, empty at
+        first, `Hedge.budget` of a token more per first attempt."""
+        options = _options(call)
+        make = partial(HedgeBudget, ratio=options.budget, burst=options.burst)
+        return self.budgets.get(call.name, make)
 
     def _may_hedge(self, call: Call) -> bool:
         """Whether a hedge may go now; takes it from the budgets when it may."""
@@ -144,33 +162,42 @@ class HedgeStage(Stage):
             abandoned=self.env.runner.abandoned(call.name) + self.losers(call.name),
             max_abandoned=policy.timeouts.max_abandoned_threads,
         )
-        if refused is not None or not self.budget_for(call).try_spend():
+        budget = self.budget_for(call)
+        if refused is not None or not budget.try_spend():
             return False
         retries = self.env.retry_budget(call)  # the retry stage's: hedges spend from it
-        return retries is None or retries.try_spend()
+        if retries is None or retries.try_spend():
+            return True
+        budget.give_back()
+        return False
 
     def losers(self, tool: str) -> int:
         """Losing attempts of `tool` still running on a thread."""
         return self._running_losers.get(tool, 0)
 
-    def _left_running(self, tool: str, job: Job[Any] | asyncio.Task[Any]) -> None:
-        """Count a loser that holds a thread until it finishes."""
+    def _let_go(self, tool: str, probe: Probe) -> None:
+        """A loser that holds a thread: counted until its tool lets go of it (one still
+        waiting for a thread never runs, `Probe.supersede`)."""
         with self._lock:
             self._running_losers[tool] = self.losers(tool) + 1
+        if not probe.supersede(partial(self._released, tool)):
+            self._released(tool)
 
-        def done(_: Any) -> None:
-            with self._lock:
-                left = self.losers(tool) - 1
-                if left > 0:
-                    self._running_losers[tool] = left
-                else:
-                    self._running_losers.pop(tool, None)
+    def _released(self, tool: str) -> None:
+        with self._lock:
+            left = self.losers(tool) - 1
+            if left > 0:
+                self._running_losers[tool] = left
+            else:
+                self._running_losers.pop(tool, None)
 
-        job.add_done_callback(done)
-
-    def _answered(self, call: Call, history: LatencyHistory | None, seconds: float) -> None:
+    @staticmethod
+    def _answered(history: LatencyHistory | None, probe: Probe, wall: float) -> None:
+        """Learn an attempt's latency: the tool's own time where the probe saw it run,
+        else the attempt's `wall` time."""
         if history is not None:
-            history.add(seconds)
+            service = probe.service_s
+            history.add(wall if service is None else service)
 
     def _failed(self, call: Call, exc: BaseException) -> None:
         """Note a rate-limit answer: the tool is not hedged for a while."""
@@ -179,8 +206,14 @@ class HedgeStage(Stage):
             self._quiet[call.name] = call.resolved.policy.clock() + quiet
 
     @staticmethod
-    def _attempt_of(call: Call, n: int) -> Call:
-        return call if n == 0 else dataclasses.replace(call, hedge=n)
+    def _attempt_of(call: Call, n: int) -> tuple[Call, Probe]:
+        """Attempt `n` of `call`'s race, and the probe it carries (the first attempt is
+        the call itself: what the inner stages note on it stays the call's)."""
+        probe = Probe(call.resolved.policy.clock)
+        if n == 0:
+            call.probe = probe
+            return call, probe
+        return dataclasses.replace(call, hedge=n, probe=probe), probe
 
     def _enter(self, call: Call) -> tuple[Race | None, LatencyHistory | None]:
         """The call's race (`None`: one attempt alone, ``"auto"`` still learning the
@@ -205,17 +238,21 @@ class HedgeStage(Stage):
     # -- the sync driver -----------------------------------------------------------
 
     def _attempt(
-        self, call: Call, attempt: Call, call_next: Next, history: LatencyHistory | None
+        self,
+        call: Call,
+        attempt: tuple[Call, Probe],
+        call_next: Next,
+        history: LatencyHistory | None,
     ) -> Any:
         """One attempt, timed: its latency is learned, a rate-limit answer noted."""
         clock = call.resolved.policy.clock
         start = clock()
         try:
-            value = call_next(attempt)
+            value = call_next(attempt[0])
         except BaseException as exc:
             self._failed(call, exc)
             raise
-        self._answered(call, history, clock() - start)
+        self._answered(history, attempt[1], clock() - start)
         return value
 
     def wrap(self, call: Call, call_next: Next) -> Any:
@@ -223,12 +260,12 @@ class HedgeStage(Stage):
             return call_next(call)
         race, history = self._enter(call)
         if race is None:
-            return self._attempt(call, call, call_next, history)
+            return self._attempt(call, self._attempt_of(call, 0), call_next, history)
         clock = call.resolved.policy.clock
         cond = threading.Condition(threading.Lock())
-        jobs: dict[int, Job[None]] = {}
+        probes: list[Probe] = []
 
-        def one(n: int, attempt: Call) -> None:
+        def one(n: int, attempt: tuple[Call, Probe]) -> None:
             try:
                 value = self._attempt(call, attempt, call_next, history)
             except BaseException as exc:  # handed to the race, which decides
@@ -244,20 +281,21 @@ class HedgeStage(Stage):
             n = race.start()
             ctx = contextvars.copy_context()
             attempt = self._attempt_of(call, n)
-            jobs[n] = dispatch_pool().submit(lambda: ctx.run(one, n, attempt))
+            probes.append(attempt[1])
+            dispatch_pool().submit(lambda: ctx.run(one, n, attempt))
 
         with cond:
             launch()
-            while (move := race.next(clock())) is not Move.DONE:
+            while (move := _ask(race, clock, probes[0])) is not Move.DONE:
                 if move is Move.WAIT:
                     cond.wait(real_wait(clock, race.due))
                 elif self._may_hedge(call):
                     launch()
                 else:
                     race.hold()
-            for n, job in jobs.items():
-                if n != race.winner and not job.done():
-                    self._left_running(call.name, job)  # a loser, still running
+            for n, probe in enumerate(probes):
+                if n != race.winner and probe.ended is None:
+                    self._let_go(call.name, probe)  # a loser, running or not yet begun
             self._close(call, race)
         return race.outcome()
 
@@ -269,32 +307,41 @@ class HedgeStage(Stage):
         return self._arace(call, call_next)
 
     async def _aattempt(
-        self, call: Call, attempt: Call, call_next: AsyncNext, history: LatencyHistory | None
+        self,
+        call: Call,
+        attempt: tuple[Call, Probe],
+        call_next: AsyncNext,
+        history: LatencyHistory | None,
     ) -> Any:
         """`_attempt`, on the event loop (a cancelled attempt notes nothing)."""
         clock = call.resolved.policy.clock
         start = clock()
         try:
-            value = await call_next(attempt)
+            value = await call_next(attempt[0])
         except Exception as exc:
             self._failed(call, exc)
             raise
-        self._answered(call, history, clock() - start)
+        self._answered(history, attempt[1], clock() - start)
         return value
 
     async def _arace(self, call: Call, call_next: AsyncNext) -> Any:
         race, history = self._enter(call)
         if race is None:
-            return await self._aattempt(call, call, call_next, history)
+            return await self._aattempt(call, self._attempt_of(call, 0), call_next, history)
         clock = call.resolved.policy.clock
         loop = asyncio.get_running_loop()
         live: dict[asyncio.Task[Any], int] = {}
+        probes: list[Probe] = []
 
         def launch() -> None:
             n = race.start()
             attempt = self._attempt_of(call, n)
+            probes.append(attempt[1])
             live[loop.create_task(self._aattempt(call, attempt, call_next, history))] = n
 
+        # A sync tool runs on a worker thread (offloaded here, or by the adapter's
+        # stand-in tool): a losing attempt is counted until it lets go of the thread.
+        holds_thread = call.offload or (call.tool is not None and not has_native_async(call.tool))
         launch()
         try:
             move = Move.WAIT
@@ -316,13 +363,13 @@ class HedgeStage(Stage):
                         race.won(n, task.result())
                     else:
                         race.lost(n, exc)
-                move = race.next(clock())
+                move = _ask(race, clock, probes[0])
         finally:
-            for task in live:  # the losers (or every attempt, when the caller is cancelled)
+            for task, n in live.items():  # the losers (or all, when the caller is cancelled)
                 _losers.add(task)
                 task.add_done_callback(_forget)
-                if call.offload:  # a sync tool's thread cannot be stopped: it runs out
-                    self._left_running(call.name, task)
+                if holds_thread:  # a sync tool's thread cannot be stopped: it runs out
+                    self._let_go(call.name, probes[n])
                 else:
                     task.cancel()
         self._close(call, race)
