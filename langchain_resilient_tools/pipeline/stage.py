@@ -39,6 +39,10 @@ def _no_budget(call: Call) -> Budget | None:
     return None
 
 
+def _unheard(call: Call, content: Any) -> None:
+    return None
+
+
 @dataclass(slots=True)
 class Env:
     """What stages share within one pipeline (one adapter instance).
@@ -69,6 +73,11 @@ class Env:
     retry_budget: Callable[[Call], Budget | None] = _no_budget
     """Published by the retry stage: the retry budget of the call's tool (`None`: the
     tool is not retried, or has no budget). Asked by hedge: a hedge spends from it too."""
+    known_write: Callable[[Call, Any], None] = _unheard
+    """Published by the dedup stage: record a write that a stage outside dedup answered
+    without running it, with its result as message content (`None`: its outcome is
+    unknown), so that its repeats are decided as if it had run here. Told by the journal
+    when it answers a resumed step's write (from its receipt, or as orphaned)."""
 
 
 class Stage:

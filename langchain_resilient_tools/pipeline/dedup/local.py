@@ -94,6 +94,23 @@ class LocalLedger:
                 persist(call, key, entry)
             return Verdict(action, entry, age=age_of(entry, ledger.clock()))
 
+    def learn(self, visit: Visit, end: End) -> None:
+        """Record `end` for `visit`'s call, which dedup did not see run (a stage outside
+        it answered: the journal, from a receipt), unless the ledger or the graph state
+        knows the key already: its repeats are then decided as if it had run here."""
+        call, key = visit.call, visit.key
+        scoped = (visit.scope, key)
+        with self._lock:
+            ledger = self._ledger(call)
+            if ledger.get(scoped) is not None or state_entry(call.state, key) is not None:
+                return
+            entry = Entry(
+                end.status, content=end.content, at=ledger.clock(), call_id=call.id,
+                step=call.step, pos=position(call), told=end.told,
+            )  # fmt: skip
+            ledger.put(scoped, entry)
+        persist(call, key, entry)
+
     def end(self, visit: Visit, end: End) -> None:
         """Record how `visit`'s run ended; wake the calls waiting for it."""
         entry = visit.verdict.entry if visit.verdict is not None else None

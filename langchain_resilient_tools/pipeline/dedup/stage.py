@@ -53,12 +53,14 @@ from ...state.graph import has_ledger
 from ..shared import backend_for, off_loop
 from ..stage import AsyncNext, Env, Next, Stage
 from ..step import Outcome, Step, StepUpdate
-from .core import Do, Keeper, Visit
+from .core import Do, End, Keeper, Visit
 from .graph_state import LEDGER_META, answered_entries, take_entries
 from .local import LocalLedger
 from .logic import Ledger, effective_mode
 from .shared import SharedLedger
 from .twins import StepTwins, Twins
+
+_UNKNOWN = End("unknown_outcome")
 
 _runs = itertools.count()
 """Numbers the runs of a node's step (a step whose adapter knows no identity for it)."""
@@ -81,6 +83,7 @@ class DedupStage(Stage):
         self.local = LocalLedger()
         """This pipeline's ledger (the one that decides without a shared store)."""
         self._twins = Twins()
+        env.known_write = self._learn
 
     def open_step(self, step: Step) -> None:
         """Identical calls of the step are one logical call (invariant 8): the first
@@ -96,6 +99,16 @@ class DedupStage(Stage):
         twins = StepTwins.of(calls, step_id)
         step.order = twins.firsts
         step.on_call(twins.place)
+
+    def _learn(self, call: Call, content: Any) -> None:
+        """`Env.known_write`: a write the journal answered (a resumed step's: it ran, or
+        may have, before its worker died) never came through here, but a repeat of it
+        is a repeat all the same. Kept in this pipeline's ledger and, through the call,
+        the graph state's (a store's ledger blocks the repeat already: the dead worker's
+        pending entry stands there until its TTL)."""
+        visit = Visit.of(call)
+        if visit is not None:
+            self.local.learn(visit, _UNKNOWN if content is None else End("ok", content))
 
     def mark_answer(self, outcome: Outcome, message: ToolMessage) -> Mapping[str, Any] | None:
         """The ledger entries the call left for the graph state, as it keeps them now

@@ -355,8 +355,12 @@ class JournalStage(Stage):
             return None, _RUN, None
         except OrphanedWrite as exc:
             entry.write_receipt(exc=exc)  # a later resume is told the same
+            self.env.known_write(call, None)  # a re-send keeps the call's key (dedup)
             raise
-        return entry, (_ANSWERED if answered else _RUN), value
+        if answered:  # it ran before its worker died: a repeat of it is one (dedup)
+            self.env.known_write(call, value)
+            return entry, _ANSWERED, value
+        return entry, _RUN, value
 
     def _reopen_after(
         self, call: Call, backend: StateBackend, step: str

@@ -1,0 +1,102 @@
+"""A write answered from its journal receipt on a resume is known to dedup afterwards.
+
+The worker that ran the write died after it took effect and before the step's checkpoint;
+the resumed step answers the call from the receipt (nothing runs). When the model then
+sends the same write again, in a later step of the thread, that is a repeat of a write
+that took effect: dedup must block it (or answer it), exactly as it does when the first
+call ran in this process. Before, the resume left dedup nothing to go on (the journal
+answers before dedup is entered), and the re-send ran the write a second time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+from langchain_resilient_tools.pipeline.journal import logic
+from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
+from langchain_resilient_tools.state.sqlite import SqliteBackend
+from langchain_resilient_tools.testing import tool_call
+from tests.conftest import Harness
+from tests.test_journal import THREAD, Outbox, Pending, _intent, saver, send_tool
+
+RESENT = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c2")])
+
+
+class Resent(Pending):
+    """The pending step of `Pending`, in a thread whose model sends the write again next."""
+
+    def build(self) -> Any:
+        script = [self.ai, RESENT, AIMessage("done")]
+        return self.harness.build(
+            self.tools, checkpointer=self.saver, ai=self.ai, script=script,
+            interrupt_before=["tools"],
+        )  # fmt: skip
+
+    def resend(self) -> ToolMessage:
+        """The model's next turn sends the same write (call ``c2``); run its tools' step."""
+        config = {"configurable": {"thread_id": self.thread}}
+        if self.harness.adapter != "middleware":  # the node's graph has no model
+            self.harness.invoke(self.graph, {"messages": [RESENT]}, config)
+        state = self.harness.invoke(self.graph, None, config)
+        found = [
+            m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c2"
+        ]
+        assert found, "the re-sent call was not answered"
+        return found[-1]
+
+
+def test_a_write_answered_from_its_receipt_is_not_run_again_when_resent(
+    harness: Harness, db: str, saver: Any
+) -> None:
+    box = Outbox()
+    pending = Resent(harness, [send_tool(box)], saver(db))
+    done = logic.receipt(_intent(pending), now=2.0, value="sent to ann")
+    SqliteBackend(db).put(NS_JOURNAL, pending.key(), done, ttl=600)
+    first = pending.resume()
+    assert first.response_metadata["resilience"]["served_by"] == "journal"
+    again = pending.resend()
+    assert box.sent == []  # the write took effect once, before the crash; never again
+    if again.status == "error":
+        assert json.loads(str(again.content))["error"] == "duplicate_call"
+    else:
+        assert again.response_metadata["resilience"]["served_by"] == "dedup"
+
+
+def test_the_thread_keeps_the_replayed_write_for_a_fresh_process(
+    harness: Harness, db: str, saver: Any
+) -> None:
+    """A new process (new adapters, same checkpointer) reads the write from the thread's
+    ledger: the entry the resume left there, not this process's memory. (A wrapped tool
+    in a plain ToolNode writes no graph state: across processes its ledger is a store's.)"""
+    if harness.adapter == "tool":
+        pytest.skip("ResilientTool keeps its ledger in its process or a store, not the thread")
+    box = Outbox()
+    pending = Resent(harness, [send_tool(box)], saver(db))
+    done = logic.receipt(_intent(pending), now=2.0, value="sent to ann")
+    SqliteBackend(db).put(NS_JOURNAL, pending.key(), done, ttl=600)
+    pending.resume()
+    pending.graph = pending.build()  # a fresh process: its ledgers are empty
+    pending.resend()
+    assert box.sent == []
+
+
+def test_a_resent_orphaned_write_goes_out_under_its_first_key(
+    harness: Harness, db: str, saver: Any
+) -> None:
+    """The worker died mid-write: the resume answers ``unknown_outcome`` and advises a
+    check, then a re-send. The model's re-send runs (it was told), with the key of the
+    call it sends again, so a service that honours keys carries the write out once."""
+    box = Outbox()
+    pending = Resent(harness, [send_tool(box)], saver(db))
+    SqliteBackend(db).put(NS_JOURNAL, pending.key(), _intent(pending), ttl=600)
+    first = pending.resume()
+    assert json.loads(str(first.content))["error"] == "unknown_outcome"
+    again = pending.resend()
+    assert again.status == "success" and box.sent == [pending.idempotency_key()]
+
+
+assert THREAD and saver  # the thread `Pending` runs in; the fixture this file uses
