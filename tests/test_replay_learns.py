@@ -14,13 +14,15 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langchain_resilient_tools.pipeline.journal import logic
 from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.test_dangling import CONFIG, TWO_CALLS, Crash, hand_built, sqlite_saver
+from tests.test_dangling import Outbox as DanglingOutbox
 from tests.test_journal import THREAD, Outbox, Pending, _intent, saver, send_tool
 
 RESENT = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c2")])
@@ -99,4 +101,25 @@ def test_a_resent_orphaned_write_goes_out_under_its_first_key(
     assert again.status == "success" and box.sent == [pending.idempotency_key()]
 
 
-assert THREAD and saver  # the thread `Pending` runs in; the fixture this file uses
+def test_a_dangling_write_answered_from_its_receipt_is_not_run_again_when_resent(
+    sqlite_saver: Any,
+) -> None:
+    """The same for a write that a stopped run left unanswered, answered from its
+    receipt by the dangling-call repair at the start of the next run (a new process):
+    the model sending it again in that run is blocked."""
+    outbox = DanglingOutbox()
+    graph, _ = hand_built(outbox.tools(), sqlite_saver, [TWO_CALLS], dies=True)
+    with pytest.raises(Crash):
+        graph.invoke({"messages": [HumanMessage("email alice")]}, CONFIG)
+    assert outbox.sent == ["alice@example.com"]
+    again = AIMessage(
+        "", tool_calls=[tool_call("send_email", {"to": "alice@example.com"}, id="c9")]
+    )
+    graph, _ = hand_built(outbox.tools(), sqlite_saver, [again, AIMessage("Sent.")])
+    state = graph.invoke({"messages": [HumanMessage("did it go?")]}, CONFIG)
+    assert outbox.sent == ["alice@example.com"]  # once, before the crash
+    resent = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c9"]
+    assert json.loads(str(resent[0].content))["error"] == "duplicate_call"
+
+
+assert THREAD and saver and sqlite_saver  # the thread `Pending` runs in; the fixture this file uses

@@ -330,7 +330,10 @@ class JournalStage(Stage):
         """What became of `call`, which a stopped run left unanswered, from its journal
         entry at one of `steps` (`recover.settle`; nothing runs)."""
         backend = journal_backend(self.env, call, self._made) if steps else None
-        return recover.settle(call, backend, steps, since, _still_running_here)
+        value = recover.settle(call, backend, steps, since, _still_running_here)
+        if call.record.served_by == "journal":  # it ran: a repeat of it is one (dedup)
+            self.env.known_write(call, value)
+        return value
 
     def _open(self, call: Call, backend: StateBackend, step: str) -> tuple[_Entry | None, Any, Any]:
         """The call's journal session and (`_ANSWERED`, answer), (`_WAIT`, the in-process
