@@ -48,8 +48,9 @@ def test_deadline_caps_the_attempt_timeout(harness: Harness) -> None:
 
 
 def test_deadline_caps_backoff_waits(harness: Harness, testing_mode: Any) -> None:
+    """Waits that fit are capped to what is left (0.25 s on a clock that stands still)."""
     policy = ToolPolicy(
-        retry=RetryPolicy(max_attempts=3, initial_delay=5.0, max_delay=5.0, jitter=0),
+        retry=RetryPolicy(max_attempts=3, initial_delay=0.1, max_delay=0.2, jitter=0),
         timeouts=Timeouts(deadline=0.25),
         clock=FakeClock(),  # stands still: 0.25 s are left at each wait
     )
@@ -59,7 +60,31 @@ def test_deadline_caps_backoff_waits(harness: Harness, testing_mode: Any) -> Non
         policy=policy,
     )
     assert json.loads(result["c1"].content)["error"] == "transient_failure"
-    assert testing_mode.sleeps == [0.25, 0.25]  # the 5 s backoff, capped to what is left
+    assert testing_mode.sleeps == [0.1, 0.2]
+    assert CALLS["search_docs"] == 3
+
+
+def test_a_backoff_that_would_use_up_the_deadline_is_not_waited(
+    harness: Harness, testing_mode: Any
+) -> None:
+    """A 5 s backoff with 0.25 s left would leave the retry no time to run: it would
+    answer ``timeout`` after the wait, for an attempt that never had a chance. The call
+    is answered at once with its real failure (retryable, so the model may send it
+    again), and the deadline counts as spent."""
+    policy = ToolPolicy(
+        retry=RetryPolicy(max_attempts=3, initial_delay=5.0, max_delay=5.0, jitter=0),
+        timeouts=Timeouts(deadline=0.25),
+        clock=FakeClock(),
+    )
+    result = harness.run(
+        [failing_tool("search_docs", ConnectionError("down"))],
+        [tool_call("search_docs", {"query": "q"}, id="c1")],
+        policy=policy,
+    )
+    data = json.loads(result["c1"].content)
+    assert data["error"] == "transient_failure" and data["retryable"] is True
+    assert testing_mode.sleeps == []
+    assert CALLS["search_docs"] == 1
 
 
 def test_run_wide_deadline_from_config(harness: Harness) -> None:

@@ -70,6 +70,13 @@ def cut_by_node(call: Call) -> float | None:
     return call.node.run_timeout if left is not None and left <= 0 else None
 
 
+def give_up(call: Call) -> None:
+    """What is left of `call`'s deadline is too little to use (a backoff wait would take
+    it): the deadline is spent now, as if it had passed (`cut_by_node` then tells the
+    model when it was the node's)."""
+    call.deadline = call.resolved.clock()
+
+
 def remaining(call: Call) -> float | None:
     """Seconds left before `call`'s deadline (may be <= 0), or `None` without one."""
     if call.deadline is None:

@@ -113,14 +113,41 @@ class _DeadlineWait(wait_base):
         return _deadline.cap_wait(self.call, wait)
 
 
+_LEFT_FOR_ATTEMPT = 0.1
+"""The share of what is left of the deadline that a retry's attempt must still have
+after its backoff: a wait that would take more is not waited out."""
+
+
 class _DeadlineStop(stop_base):
-    """Stop once the call's deadline has passed."""
+    """Stop once the call's deadline has passed, or when the backoff before the next
+    attempt (tenacity computes it before asking) would leave that attempt less than a
+    tenth of what is left: the call is answered now with its last real failure, rather
+    than after the wait with a ``timeout`` of an attempt that had no time to run."""
 
     def __init__(self, call: Call) -> None:
         self.call = call
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        return _deadline_passed(self.call)
+        left = _deadline.remaining(self.call)
+        if left is None:
+            return False
+        if left <= 0:
+            return True
+        if retry_state.upcoming_sleep >= left * (1 - _LEFT_FOR_ATTEMPT):
+            _deadline.give_up(self.call)
+            return True
+        return False
+
+
+class _BudgetStop(stop_base):
+    """Stop when the tool's retry budget refuses the retry: asked last, so only a retry
+    that would otherwise happen takes from the budget."""
+
+    def __init__(self, budget: RetryBudget) -> None:
+        self.budget = budget
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return not self.budget.try_spend()
 
 
 def _deadline_passed(call: Call) -> bool:
@@ -179,9 +206,8 @@ class RetryStage(Stage):
         def retry(exc: BaseException) -> bool:
             return should_retry(call, exc)
 
-        def spend(state: RetryCallState) -> bool:
-            # Asked only after `retry` said yes; a retry that `stop` would refuse anyway
-            # does not take from the budget.
+        def allowed(state: RetryCallState) -> bool:
+            # Asked only after `retry` said yes.
             if state.attempt_number >= policy.max_attempts or _deadline_passed(call):
                 return False
             if _hint_too_long(call, state):
@@ -189,12 +215,15 @@ class RetryStage(Stage):
             if _drain.draining(call):  # the run is stopping: no retry starts
                 drained.append(True)
                 return False
-            return budget is None or budget.try_spend()
+            return True
 
+        stops = [stop_after_attempt(policy.max_attempts), _DeadlineStop(call)]
+        if budget is not None:
+            stops.append(_BudgetStop(budget))  # last: `stop_any` asks in order
         return {
-            "stop": stop_any(stop_after_attempt(policy.max_attempts), _DeadlineStop(call)),
+            "stop": stop_any(*stops),
             "wait": _DeadlineWait(backoff(policy), call),
-            "retry": retry_if_exception(retry) & spend,
+            "retry": retry_if_exception(retry) & allowed,
             "reraise": True,
         }
 
