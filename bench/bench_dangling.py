@@ -10,7 +10,7 @@ model call (``before_model``). Measured here, with a `create_agent` agent:
   same look in a ``before_agent`` hook (a node of its own: one more checkpoint per run);
 - **repair**: one repair on a SQLite checkpointer after a run stopped before its tools,
   on threads of 10 and 50 earlier turns: the whole model step that answers it, and the
-  part spent reading the thread's checkpoints back (`adapters.dangling_steps`).
+  part spent reading the thread's checkpoints back (`pipeline.journal.made`).
 
 Prints a table and writes ``bench/results/dangling.json``.
 """
@@ -33,8 +33,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langchain_resilient_tools import ResilientToolsMiddleware
-from langchain_resilient_tools.adapters import dangling, dangling_steps
+from langchain_resilient_tools.adapters import dangling as answering
 from langchain_resilient_tools.adapters import middleware as mw
+from langchain_resilient_tools.pipeline.journal import dangling, made
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 
 from . import _util
@@ -63,7 +64,7 @@ class _BeforeAgent(ResilientToolsMiddleware):
     """The same look as a ``before_agent`` hook (a node of its own)."""
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return dangling.repair_dangling(self, state)
+        return answering.repair_dangling(self, state)
 
 
 def _checkpoints_per_run(cls: type[AgentMiddleware]) -> int:
@@ -159,7 +160,7 @@ def run(
             "before_agent": _checkpoints_per_run(_BeforeAgent),
         },
         "repair_sqlite": {n: _repair_ms(n, folder) for n in turns},
-        "window": dangling_steps.WINDOW,
+        "window": made.WINDOW,
     }
 
 

@@ -136,7 +136,7 @@ def agent(
 
 
 def test_every_message_with_unanswered_calls_is_found_oldest_first() -> None:
-    from langchain_resilient_tools.adapters.dangling import dangling
+    from langchain_resilient_tools.pipeline.journal.dangling import dangling
 
     first = AIMessage("", tool_calls=[tool_call("a", id="1"), tool_call("b", id="2")])
     second = AIMessage(
@@ -149,7 +149,7 @@ def test_every_message_with_unanswered_calls_is_found_oldest_first() -> None:
         second, HumanMessage("again"), AIMessage("no calls"),
     ]  # fmt: skip
     found = dangling(messages)
-    assert [(i, [c["id"] for c in calls]) for i, _m, calls in found] == [
+    assert [(i, [c["id"] for c in calls]) for i, calls in found] == [
         (1, ["2"]),
         (4, ["3", "4"]),
     ]
@@ -163,7 +163,7 @@ def test_the_steps_looked_at_follow_the_message_and_stop_before_the_next() -> No
     """A message made at step 3 had its calls run after it: up to `WINDOW` steps on (its
     agent's ``after_model`` nodes), and up to the step after this run's input (a dying
     worker may have lost its last checkpoints), but before the next model message."""
-    from langchain_resilient_tools.adapters.dangling_steps import WINDOW, _candidates
+    from langchain_resilient_tools.pipeline.journal.made import WINDOW, _candidates
 
     made = _candidates(["a", "b"], {"a": (3, 1.0), "b": (6, 2.0)}, 30, "", "tools")
     assert made["a"].steps == ("tools@4", "tools@5")  # "b" was made at step 6

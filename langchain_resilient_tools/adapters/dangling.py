@@ -1,19 +1,10 @@
-"""Dangling tool calls: model messages whose calls a stopped run left without an answer.
+"""Dangling tool calls, as LangGraph state: the answers a stopped run left owed, written.
 
-A run that stops between a model message and its calls' answers (a client cancelled it,
-Ctrl+C, a person never answered an interrupt, its worker died) leaves an ``AIMessage``
-whose calls no ``ToolMessage`` answers. A new run of the thread (a new user message)
-does not run them (LangGraph drops the stopped run's pending tasks), and the next model
-call is refused: providers require every call of a message to be answered right after
-it (OpenAI, Anthropic and others check the whole history, not only the last message).
-
-`answer_dangling_calls` answers each such call with what the write journal knows, and
-runs nothing (`Pipeline.settle_unanswered`): a write with a receipt gets the answer it
-got then (marked, ``served_by="journal"``); a write with an intent and no receipt
-``unknown_outcome`` (with the check that tells whether it took effect); a call that
-never started, or a read, ``not_run`` (retryable). A write that no journal could tell
-about is ``unknown_outcome``: never a blind "cancelled". The steps where a message's
-calls may have run are read off the thread's checkpoints (`dangling_steps`).
+A run that stops between a model message and its calls' answers leaves calls that no
+``ToolMessage`` answers, and the next model call is refused (providers require every
+call of a message to be answered right after it). The pipeline answers them from the
+write journal and runs nothing (`Pipeline.answer_dangling`, `pipeline.journal.dangling`
+says what each answer is); this module puts them in the graph state.
 
 `repair_update` puts the answers right after their message (the whole list again, after
 `REMOVE_ALL_MESSAGES`, as LangChain's summarization does: ``add_messages`` only appends).
@@ -27,91 +18,16 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ..core.errors import UsageError
-from ..core.tools import graph_store, thread_id_of
+from ..core.tools import graph_store
 from ..pipeline import Pipeline
 from ..state.graph import ERRORS_KEY
-from ..text.envelope import failure_message, success_message, take_error_record
-from .dangling_steps import where_made
-
-Gap = tuple[int, AIMessage, list[Any]]
-"""A model message with calls nothing answers: its index, the message, those calls."""
-_AI = ("ai", "AIMessageChunk")
-
-
-def dangling(messages: Sequence[Any]) -> list[Gap]:
-    """The model messages of `messages` with calls that no later `ToolMessage` answers
-    (their ``tool_calls`` and ``invalid_tool_calls``), oldest first."""
-    gaps: list[Gap] = []
-    answered: set[str] = set()
-    for i in range(len(messages) - 1, -1, -1):  # runs before every model call: kept lean
-        message = messages[i]
-        kind = getattr(message, "type", None)
-        if kind == "tool":
-            answered.add(message.tool_call_id)
-        elif kind in _AI and (message.tool_calls or message.invalid_tool_calls):
-            calls = (*message.tool_calls, *message.invalid_tool_calls)
-            left = [c for c in calls if c.get("id") and c["id"] not in answered]
-            if left:
-                gaps.append((i, message, left))
-    gaps.reverse()
-    return gaps
-
-
-def _answers(
-    pipeline: Pipeline, tools: Mapping[str, BaseTool], gap: Gap, steps: Sequence[str] | None,
-    at: float | None, config: Any, store: Any,
-) -> list[ToolMessage]:  # fmt: skip
-    answers = []
-    valid = tuple(tools)
-    for tc in gap[2]:
-        name = tc.get("name") or ""
-        args = tc.get("args")
-        call = pipeline.new_call(
-            call_id=tc["id"],
-            name=name,
-            args=dict(args) if isinstance(args, Mapping) else {},
-            tool=tools.get(name),
-            valid_tools=valid,
-            raw_args=None if isinstance(args, Mapping) else args,
-            thread_id=thread_id_of(config),
-            config=config,
-            store=store,
-        )
-        # A call the model could not format never reached a tool: it ran nowhere.
-        malformed = tc.get("type") == "invalid_tool_call"
-        outcome = pipeline.settle_unanswered(call, () if malformed else steps, at)
-        if outcome.failure is not None:
-            answers.append(failure_message(outcome.failure, outcome.call))
-        else:
-            answer = success_message(outcome.value, outcome.call)
-            assert isinstance(answer, ToolMessage), "a receipt keeps text only"
-            answers.append(answer)
-    return answers
-
-
-def answer_gaps(
-    pipeline: Pipeline, tools: Mapping[str, BaseTool], messages: Sequence[Any], *,
-    config: Any = None, store: Any = None, tools_node: str = "tools",
-    messages_key: str = "messages",
-) -> list[tuple[Gap, list[ToolMessage]]]:  # fmt: skip
-    """Each dangling message of `messages` with the answers to its unanswered calls."""
-    gaps = dangling(messages)
-    if not gaps:
-        return []
-    ids = [gap[1].id for gap in gaps if gap[1].id]
-    made = where_made(config, ids, tools_node, messages_key)
-    out = []
-    for gap in gaps:
-        where = made.get(gap[1].id or "")
-        steps, at = (where.steps, where.at) if where is not None else (None, None)
-        out.append((gap, _answers(pipeline, tools, gap, steps, at, config, store)))
-    return out
+from ..text.envelope import take_error_record
 
 
 def repair_update(
@@ -124,14 +40,14 @@ def repair_update(
     messages = state.get(messages_key) if isinstance(state, Mapping) else state
     if not messages:
         return None
-    answered = answer_gaps(
-        pipeline, tools, messages, config=config, store=store, tools_node=tools_node,
+    answered = pipeline.answer_dangling(
+        messages, tools, config=config, store=store, tools_node=tools_node,
         messages_key=messages_key,
     )  # fmt: skip
     if not answered:
         return None
     after: dict[int, list[ToolMessage]] = {}
-    for (index, _message, _calls), answers in answered:
+    for index, answers in answered:
         end = index  # after the answers the message already has
         while end + 1 < len(messages) and isinstance(messages[end + 1], ToolMessage):
             end += 1
@@ -157,7 +73,7 @@ def repair_option(value: Any) -> bool:
 def repair_dangling(self: Any, state: Any) -> dict[str, Any] | None:
     """For `ResilientToolsMiddleware.before_model`: the update answering the dangling
     calls of the agent's state (`repair_update`), unless ``repair_dangling=False``."""
-    if not self.repair_dangling or not dangling(state["messages"]):
+    if not self.repair_dangling or not Pipeline.dangles(state["messages"]):
         return None
     from langgraph.config import get_config
 
@@ -170,7 +86,7 @@ async def arepair_dangling(self: Any, state: Any, runtime: Any) -> dict[str, Any
     """`ResilientToolsMiddleware.abefore_model`: its ``before_model``, on a worker thread
     when calls dangle (the journal and the checkpoints are read off the event loop)."""
     hook = self.before_model
-    if self.repair_dangling and dangling(state["messages"]):
+    if self.repair_dangling and Pipeline.dangles(state["messages"]):
         return cast("dict[str, Any] | None", await asyncio.to_thread(hook, state, runtime))
     return cast("dict[str, Any] | None", hook(state, runtime))
 
@@ -227,8 +143,8 @@ def answer_dangling_calls(
         store = found if store is None else store
     history = messages.get("messages") or [] if isinstance(messages, Mapping) else messages
     node = tools_node or default_node
-    answered = answer_gaps(pipeline, known, history, config=config, store=store, tools_node=node)
-    return [answer for _gap, answers in answered for answer in answers]
+    answered = pipeline.answer_dangling(history, known, config=config, store=store, tools_node=node)
+    return [answer for _index, answers in answered for answer in answers]
 
 
 def dangling_calls_node(

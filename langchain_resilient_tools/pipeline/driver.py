@@ -39,6 +39,7 @@ from .dedup.stage import DedupStage
 from .drain import DrainStage
 from .fallback import FallbackStage
 from .hedge.stage import HedgeStage
+from .journal import dangling as _dangling
 from .journal.stage import JournalStage
 from .limit.stage import LimitStage
 from .lookups import Lookups
@@ -435,6 +436,25 @@ class Pipeline:
         if event is not None:
             self.observer.dispatch(event)
         return outcome
+
+    @staticmethod
+    def dangles(messages: Sequence[Any]) -> bool:
+        """Whether a model message of `messages` has calls that no later `ToolMessage`
+        answers (a stopped run left them: `pipeline.journal.dangling`)."""
+        return bool(_dangling.dangling(messages))
+
+    def answer_dangling(
+        self, messages: Sequence[Any], tools: Mapping[str, Any], *, config: Any = None,
+        store: Any = None, tools_node: str = "tools", messages_key: str = "messages",
+    ) -> list[tuple[int, list[Any]]]:  # fmt: skip
+        """The index of each model message of `messages` whose calls a stopped run left
+        unanswered, with their answers from the write journal (`settle_unanswered`, at the
+        steps of the thread where `tools_node` may have run them, read off the checkpoints
+        of `config`'s thread); nothing runs (`pipeline.journal.dangling`)."""
+        return _dangling.answer_gaps(
+            self.new_call, self.settle_unanswered, tools, messages, config=config,
+            store=store, tools_node=tools_node, messages_key=messages_key,
+        )  # fmt: skip
 
     def stats(self) -> StatsSnapshot:
         """Per-tool statistics of the calls this pipeline has finished."""
