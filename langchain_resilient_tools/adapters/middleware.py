@@ -35,14 +35,7 @@ from .context import RERUN
 from .dangling import arepair_dangling, repair_dangling, repair_option
 from .invalid_calls import answer_invalid_calls
 from .layers import Layers
-from .review import (
-    areview_each,
-    arun_durably,
-    require_checkpointer,
-    review_each,
-    run_durably,
-    with_question,
-)
+from .review import areview_each, arun_durably, require_checkpointer, review_each, run_durably
 from .rollback import rollback_before_model
 from .turns import TurnSteps
 from .wiring import arun_with, run_with
@@ -186,15 +179,13 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             step = self._steps(request.state)  # its turn's (invariant 8)
             call = self._new_call(request, step, rerun=RERUN.get())
             call.run = run_with(handler, request)
-            outcome = self.pipeline.run(call)
-            return with_question(self._answer(outcome, step), outcome)
+            return self._answer(self.pipeline.run(call), step)
 
         if not self._asks_person(request):
             return cast("ToolMessage | Command[Any]", answer())
         require_checkpointer(_config_of(request), type(self).__name__)
-        return cast(
-            "ToolMessage | Command[Any]", review_each([run_durably(answer)], _same(answer))[0]
-        )
+        asked = review_each(self.pipeline.loose_step, [run_durably(answer)], _same(answer))
+        return cast("ToolMessage | Command[Any]", asked[0])
 
     async def awrap_tool_call(
         self,
@@ -208,14 +199,14 @@ class ResilientToolsMiddleware(AgentMiddleware[ResilientAgentState, Any, Any]):
             step = self._steps(request.state)  # its turn's (invariant 8)
             call = self._new_call(request, step, rerun=RERUN.get())
             call.arun = arun_with(handler, request, runner)
-            outcome = await self.pipeline.arun(call)
-            return with_question(self._answer(outcome, step), outcome)
+            return self._answer(await self.pipeline.arun(call), step)
 
         if not self._asks_person(request):
             return cast("ToolMessage | Command[Any]", await answer())
         require_checkpointer(_config_of(request), type(self).__name__)
         first = await arun_durably(answer)
-        return cast("ToolMessage | Command[Any]", (await areview_each([first], _same(answer)))[0])
+        asked = await areview_each(self.pipeline.loose_step, [first], _same(answer))
+        return cast("ToolMessage | Command[Any]", asked[0])
 
     @hook_config(can_jump_to=["model"])
     def after_model(

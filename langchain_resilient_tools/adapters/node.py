@@ -194,7 +194,7 @@ class ResilientToolNode(ToolNode):
                 return self._run_one(tool_calls[i], input_type, rts[i])
 
             if self._reviewed(tool_calls):
-                outputs = run_reviewed(one, step.order, config, self._where)
+                outputs = run_reviewed(one, step, config, self._where)
             elif len(tool_calls) <= 1:
                 outputs = [one(i) for i in range(len(tool_calls))]
             elif (loop := step_loop()) is not None:
@@ -222,7 +222,7 @@ class ResilientToolNode(ToolNode):
                     INPUT_TYPE.set(input_type)  # in the task's own context
                     return await one(i)
 
-                outputs = await arun_reviewed(in_task, step.order, config, self._where)
+                outputs = await arun_reviewed(in_task, step, config, self._where)
             elif len(tool_calls) == 1:  # no task (and no loop turns) needed to run one call
                 outputs = [await one(0)]
             else:

@@ -4,7 +4,7 @@ ToolNode hands every call to its ``wrap_tool_call`` / ``awrap_tool_call`` hook w
 the request and an ``execute`` that runs the tool: `NodeCalls.wrap` / `awrap` are
 those hooks. Each makes the request's `Call` (one of its step's, found by the call's
 runtime while the step is open), runs it through the pipeline, and answers it
-(`ErrorAnswers`, marked for a person and for the end of the step). The tool runs with
+(`ErrorAnswers`, marked for the end of the step). The tool runs with
 what the stages made of the call (repaired arguments, an idempotency key); a user's own
 wrapper runs inside the pipeline, between the stages and the tool.
 """
@@ -31,7 +31,6 @@ from ..runtime.offload import bridged, offloaded
 from .context import INPUT_TYPE, RERUN
 from .layers import Layers
 from .node_io import ErrorAnswers, InputType
-from .review import with_question
 
 ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
 AsyncToolCallWrapper = Callable[
@@ -151,12 +150,12 @@ class NodeCalls:
 
     def answer(self, outcome: Outcome, request: ToolCallRequest) -> Any:
         """The answer to a finished call: the tool's own message when the layer did
-        nothing visible to it (`Step.as_answered`), else `ErrorAnswers`', marked for a
-        person (`with_question`) and for the end of the step (`Step.answer`)."""
+        nothing visible to it (`Step.as_answered`), else `ErrorAnswers`', marked for the
+        end of the step (`Step.answer`: a question for a person among the marks)."""
         if Step.as_answered(outcome):
             return outcome.value
         step = self.step_of(request.runtime)
-        return step.answer(outcome, with_question(self.errors.answer(outcome), outcome))
+        return step.answer(outcome, self.errors.answer(outcome))
 
     def sync_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]

@@ -11,7 +11,8 @@ the first runs first), and honours the run's ``max_concurrency``:
 - `run_reviewed` / `arun_reviewed`: a step in which a write may ask a person: every
   call is a LangGraph task, started in order, so that a resume (which runs the node
   again) finds each finished call's answer instead of running it again; then each
-  question is asked, in the order of the calls (`adapters.review`).
+  question the answers carry (`Step.review`) is asked, in the order of the calls
+  (`adapters.review`).
 
 A call that raises (an interrupt) is re-raised only once its siblings are done: none is
 left running in the background, and a resumed step finds their answers recorded.
@@ -28,6 +29,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from ..pipeline import Step
 from ..runtime.executor import dispatch_pool
 from . import review
 
@@ -102,24 +104,24 @@ async def arun_all(
 
 
 def run_reviewed(
-    one: Callable[[int], Any], order: Order, config: RunnableConfig, node: str
+    one: Callable[[int], Any], step: Step, config: RunnableConfig, node: str
 ) -> list[Any]:
-    """Every call of a sync step that may ask a person, each a LangGraph task."""
+    """Every call of a sync `step` that may ask a person, each a LangGraph task."""
     review.require_checkpointer(config, node)
 
     def job(i: int) -> Callable[[], Any]:
         return lambda: one(i)
 
     futures: list[Any] = []
-    for i, j in enumerate(order):
+    for i, j in enumerate(step.order):
         if j is not None:
             futures[j].result()
         futures.append(review.start(job(i)))
-    return review.review_each([future.result() for future in futures], job)
+    return review.review_each(step, [future.result() for future in futures], job)
 
 
 async def arun_reviewed(
-    one: Callable[[int], Awaitable[Any]], order: Order, config: RunnableConfig, node: str
+    one: Callable[[int], Awaitable[Any]], step: Step, config: RunnableConfig, node: str
 ) -> list[Any]:
     """The async `run_reviewed`."""
     review.require_checkpointer(config, node)
@@ -128,8 +130,8 @@ async def arun_reviewed(
         return lambda: one(i)
 
     futures: list[Any] = []
-    for i, j in enumerate(order):
+    for i, j in enumerate(step.order):
         if j is not None:
             await futures[j]
         futures.append(review.astart(job(i)))
-    return await review.areview_each([await future for future in futures], job)
+    return await review.areview_each(step, [await future for future in futures], job)

@@ -6,10 +6,11 @@ that may need a person therefore runs as a LangGraph task (`langgraph.func.task`
 its answer is saved with the checkpoint when it finishes, and on resume the task
 returns that answer without running the tool again. The same holds for a sibling call
 of the step, and for a write run once more because the person chose so. Then, in the
-order of the calls, each answer marked "ask a person" (`with_question`) becomes an
-``interrupt()`` whose value is an `OutcomeReview` (LangChain's ``ToolApprovalRequest``
-and more) and whose ``response_schema`` is `core.review.DECISION_SCHEMA`; the resume
-value is a decision, which makes the call's answer (`review_each`, `settled`):
+order of the calls, each question the answers carry (`Step.review`: the pipeline marks
+them, `pipeline.review`) becomes an ``interrupt()`` whose value is an `OutcomeReview`
+(LangChain's ``ToolApprovalRequest`` and more) and whose ``response_schema`` is
+`core.review.DECISION_SCHEMA`; the resume value is a decision, which makes the call's
+answer (`review_each`, `Step.decided`):
 
 - ``run_again`` (``approve``): the write runs once more, with the same idempotency key
   (as a task, so a later resume does not run it a third time); its answer is the answer;
@@ -25,7 +26,6 @@ the middleware has one call per task (``create_agent`` sends each call on its ow
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import cache
 from typing import Any, cast
@@ -34,18 +34,12 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, interrupt
 
-from ..core import review as asked
-from ..core.errors import ToolErrorType, UsageError
-from ..core.idempotency import key_for
-from ..core.review import HumanDecision, asks_person, parse_decision
-from ..pipeline import Outcome
+from ..core.errors import UsageError
+from ..core.review import DECISION_SCHEMA, HumanDecision, parse_decision, review_of
+from ..pipeline import Step
 from ..state.graph import ERRORS_KEY
-from ..text.envelope import ERROR_META, confirmed_by_person, given_up_by_person
+from ..text.envelope import ERROR_META
 from .context import RERUN
-
-QUESTION_META = "lrt_question"
-"""Private key, in an answer's metadata, of the question for a person (the answers a
-decision makes are new messages without it)."""
 
 _CHECKPOINTER = "__pregel_checkpointer"
 _CALL = "__pregel_call"
@@ -70,41 +64,7 @@ def require_checkpointer(config: RunnableConfig | None, adapter: str) -> None:
         )
 
 
-# -- the question, carried on the answer until the adapter asks it ---------------------
-
-
-def with_question(answer: Any, outcome: Outcome) -> Any:
-    """`answer`, marked with the question for a person when `outcome` needs one."""
-    failure, call = outcome.failure, outcome.call
-    if failure is None or failure.error is not ToolErrorType.UNKNOWN_OUTCOME:
-        return answer
-    message = _message_in(answer)
-    if message is None or not asks_person(call):
-        return answer
-    message.response_metadata[QUESTION_META] = {
-        "type": "tool_approval",
-        "name": call.name,
-        "kind": "unknown_outcome",
-        "tool": call.name,
-        "tool_call_id": call.id,
-        "args": dict(call.args),
-        "idempotency_key": key_for(call),
-        "what_happened": failure.message,
-        "attempts": call.record.attempts,
-        "failed_at": time.time(),
-    }
-    return answer
-
-
-def take_question(answer: Any) -> dict[str, Any] | None:
-    """The question `answer` carries, if any. Read, never taken off in place: the answer
-    may be the very object LangGraph is saving as the task's result (`settled` answers
-    with new messages)."""
-    message = _message_in(answer)
-    if message is None:
-        return None
-    question: dict[str, Any] | None = message.response_metadata.get(QUESTION_META)
-    return question
+# -- asking, and the answer a decision makes -----------------------------------------
 
 
 def _message_in(answer: Any) -> ToolMessage | None:
@@ -116,37 +76,27 @@ def _message_in(answer: Any) -> ToolMessage | None:
     return None
 
 
-# -- asking, and what the decision makes of the answer ---------------------------------
+def _asked(step: Step, answers: list[Any]) -> list[tuple[int, ToolMessage, dict[str, Any]]]:
+    """The answers that carry a question (`Step.review`), in order: index, message, question."""
+    messages = [_message_in(answer) for answer in answers]
+    questions = step.review([msg for msg in messages if msg is not None]).questions
+    return [
+        (i, msg, question)
+        for i, msg in enumerate(messages)
+        if msg is not None and (question := questions.get(msg.tool_call_id)) is not None
+    ]
 
 
 def decide(question: Mapping[str, Any]) -> HumanDecision:
     """The person's decision: an ``interrupt()`` until a resume value is one."""
     problem: str | None = None
     while True:
-        review = {
-            **question,
-            "description": asked.describe(question),
-            "seconds_ago": round(max(0.0, time.time() - question["failed_at"]), 1),
-            "choices": dict(asked.CHOICES),
-            "resume_with": asked.RESUME_EXAMPLE,
-            "problem": problem,
-        }
-        got = parse_decision(interrupt(review, response_schema=asked.DECISION_SCHEMA))
+        got = parse_decision(
+            interrupt(review_of(question, problem), response_schema=DECISION_SCHEMA)
+        )
         if isinstance(got, HumanDecision):
             return got
         problem = got
-
-
-def settled(answer: Any, decision: HumanDecision) -> Any:
-    """The call's answer once a person decided ``done`` or ``give_up`` (nothing runs;
-    ``run_again`` is the answer of the write's next run instead)."""
-    asked = _message_in(answer)
-    assert asked is not None, "only an answer with one ToolMessage carries a question"
-    meta = {k: v for k, v in asked.response_metadata.items() if k != QUESTION_META}
-    message = asked.model_copy(update={"response_metadata": meta})
-    if decision.choice == "done":
-        return _replaced(answer, confirmed_by_person(message, decision.result))
-    return _replaced(answer, given_up_by_person(message, decision.note))
 
 
 def _replaced(answer: Any, message: ToolMessage) -> Any:
@@ -224,31 +174,26 @@ def arerun(job: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
     return again
 
 
-def review_each(answers: list[Any], again: Callable[[int], Callable[[], Any]]) -> list[Any]:
-    """`answers` with every question asked, in order; `again(i)`: the job that runs
-    call `i` once more."""
+def review_each(
+    step: Step, answers: list[Any], again: Callable[[int], Callable[[], Any]]
+) -> list[Any]:
+    """`answers` (of `step`'s calls) with every question asked, in order; `again(i)`: the
+    job that runs call `i` once more."""
     out = list(answers)
-    for i, answer in enumerate(out):
-        question = take_question(answer)
-        if question is not None:
-            decision = decide(question)
-            if decision.choice == "run_again":
-                out[i] = run_durably(rerun(again(i)))
-            else:
-                out[i] = settled(answer, decision)
+    for i, message, question in _asked(step, out):
+        settled = step.decided(message, decide(question))
+        out[i] = run_durably(rerun(again(i))) if settled is None else _replaced(out[i], settled)
     return out
 
 
 async def areview_each(
-    answers: list[Any], again: Callable[[int], Callable[[], Awaitable[Any]]]
+    step: Step, answers: list[Any], again: Callable[[int], Callable[[], Awaitable[Any]]]
 ) -> list[Any]:
     out = list(answers)
-    for i, answer in enumerate(out):
-        question = take_question(answer)
-        if question is not None:
-            decision = decide(question)
-            if decision.choice == "run_again":
-                out[i] = await arun_durably(arerun(again(i)))
-            else:
-                out[i] = settled(answer, decision)
+    for i, message, question in _asked(step, out):
+        settled = step.decided(message, decide(question))
+        if settled is None:
+            out[i] = await arun_durably(arerun(again(i)))
+        else:
+            out[i] = _replaced(out[i], settled)
     return out

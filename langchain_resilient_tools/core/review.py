@@ -17,12 +17,15 @@ An edit is not offered: a write sent again with other arguments is another call.
 own form, a `HumanDecision` (``"run_again"``, ``"give_up"``, ``{"choice": "done",
 "result": ...}``), is accepted as before. LangGraph checks a resume value against the
 schema before it is saved, and refuses one that is neither (nothing is saved; the
-interrupt can be answered again). The flow itself lives in `adapters.review`; this
-module is the data and its validation.
+interrupt can be answered again). The question travels on the call's answer
+(`pipeline.review`) and is asked by the adapters (`adapters.review`); this module is the
+data and its validation.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NotRequired, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -173,6 +176,19 @@ def describe(question: Any) -> str:
         "idempotency key; respond with its result if it took effect; reject to leave "
         "the outcome unknown."
     )
+
+
+def review_of(question: Mapping[str, Any], problem: str | None = None) -> dict[str, Any]:
+    """The `OutcomeReview` that asks `question` (a call's, `pipeline.review.mark`) now;
+    `problem`: why the previous answer to it was not understood."""
+    return {
+        **question,
+        "description": describe(question),
+        "seconds_ago": round(max(0.0, time.time() - question["failed_at"]), 1),
+        "choices": dict(CHOICES),
+        "resume_with": RESUME_EXAMPLE,
+        "problem": problem,
+    }
 
 
 def asking(resolved: ResolvedPolicy) -> bool:

@@ -216,6 +216,7 @@ class Pipeline:
             opens=_hooks(self.stages, "open_step"),
             marks=_hooks(self.stages, "mark_answer"),
             closes=_hooks(self.stages, "close_step"),
+            reviews=_hooks(self.stages, "review_step"),
         )
         """The step hooks of the stages that take part in steps (`pipeline.step`)."""
         self.loose_step = Step((), self.new_call, self.hooks)

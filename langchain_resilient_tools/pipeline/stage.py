@@ -112,6 +112,10 @@ class Stage:
         """Read the stage's marks off the step's answers into `update` (optional); take
         them off unless `keep`."""
 
+    def review_step(self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate) -> None:
+        """Read the questions for a person off the step's answers into `update`
+        (optional; `Step.review`): nothing is taken off them."""
+
     def wrap(self, call: Call, call_next: Next) -> Any:
         return call_next(call)
 

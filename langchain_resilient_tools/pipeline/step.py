@@ -22,6 +22,12 @@ in the step with three optional hooks (`pipeline.stage.Stage`):
   of its answers into the `StepUpdate` the adapter writes (`Step.close`): dedup's ledger
   entries for the graph state, checks' rollback. Marks are taken off the messages, but
   for ``keep``: then they stay (the middleware rolls back in ``before_model``).
+- ``review_step(step, messages, update)``: once the step's calls have answered, before
+  the end, read what the answers ask a person into `StepUpdate.questions` (`Step.review`):
+  verify's questions about writes whose outcome is unknown (``unknown_outcome=
+  "interrupt"``, `pipeline.review`). Nothing is taken off: an answer may be the very
+  object LangGraph is saving as a task's result. The adapter asks each question (an
+  ``interrupt()``) and answers the call as the decision says (`Step.decided`).
 
 State kept per thread has one place: the graph state's ``tool_ledger``, one section per
 stage, read with `Step.thread_state` and written through `StepUpdate.thread` (the
@@ -43,10 +49,12 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from ..core.call import Call
+from ..core.review import HumanDecision
 from ..observe.stats import CallEvent
 from ..state.graph import LEDGER_KEY
 from ..text.classify import Failure
 from ..text.envelope import as_it_came
+from . import review as _review
 
 OnCall = Callable[[Call], None]
 """A stage's mark on each call a step makes (registered in its ``open_step``)."""
@@ -89,10 +97,14 @@ class StepUpdate:
     low_quality: bool = False
     """Some answer is a ``low_quality_result`` (a step without one resets the count of
     rollbacks in a row)."""
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Questions for a person, by the id of the call each is about (`Step.review`): the
+    adapter asks them in the order of the calls (`core.review.OutcomeReview`)."""
 
 
 MarkAnswer = Callable[[Outcome, ToolMessage], "Mapping[str, Any] | None"]
 CloseStep = Callable[["Step", Sequence[ToolMessage], StepUpdate, bool], None]
+ReviewStep = Callable[["Step", Sequence[ToolMessage], StepUpdate], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +114,7 @@ class StepHooks:
     opens: tuple[Callable[[Step], None], ...] = ()
     marks: tuple[MarkAnswer, ...] = ()
     closes: tuple[CloseStep, ...] = ()
+    reviews: tuple[ReviewStep, ...] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -176,6 +189,21 @@ class Step:
         # On a copy: a healthy answer is the tool's own message, which stays as it was.
         meta = {**message.response_metadata, **marks}
         return message.model_copy(update={"response_metadata": meta})
+
+    def review(self, messages: Sequence[Any]) -> StepUpdate:
+        """What the step's answers (`messages`: its ToolMessages; anything else is
+        skipped) ask a person (`StepUpdate.questions`), read off them as they are."""
+        answers = [msg for msg in messages if isinstance(msg, ToolMessage)]
+        update = StepUpdate()
+        for review in self.hooks.reviews:
+            review(self, answers, update)
+        return update
+
+    @staticmethod
+    def decided(message: ToolMessage, decision: HumanDecision) -> ToolMessage | None:
+        """The answer a person's `decision` makes of `message`, an answer whose question
+        `review` found (`None`: run the call once more, its run answers)."""
+        return _review.decided(message, decision)
 
     def close(self, messages: Sequence[Any], *, keep: bool = False) -> StepUpdate:
         """The step's update, from the marks of its answers (`messages`: its

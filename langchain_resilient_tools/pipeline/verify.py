@@ -23,6 +23,10 @@ the journal's store could not be read. The journal marks the call (`Call.unsettl
 this stage looks it up *before* anything runs, with the same three answers.
 
 `lookup_outcome` is the pure decision on what `fn` said; the drivers do the I/O.
+
+What no lookup settles, a person may: with ``unknown_outcome="interrupt"`` the answer
+carries a question to the end of its step (`mark_answer`, `review_step`: `pipeline.review`),
+which the graph adapters ask through LangGraph's ``interrupt()`` (`adapters.review`).
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ import enum
 import inspect
 import logging
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
+
+from langchain_core.messages import ToolMessage
 
 from ..core import testing as _testing
 from ..core.call import Call
@@ -52,7 +58,9 @@ from ..runtime.executor import await_with_timeout
 from ..runtime.loop import run_sync
 from ..text import messages as m
 from ..text.classify import classify
+from . import review
 from .stage import AsyncNext, Next, Stage
+from .step import Outcome, Step, StepUpdate
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +167,15 @@ class VerifyStage(Stage):
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         return resolved.policy.unknown_outcome.verify is not None and not resolved.idempotent
+
+    # -- the step: what the lookup could not settle, a person may (`pipeline.review`) --
+
+    def mark_answer(self, outcome: Outcome, message: ToolMessage) -> Mapping[str, Any] | None:
+        """An unknown outcome whose policy asks a person carries the question."""
+        return review.mark(outcome.call, outcome.failure)
+
+    def review_step(self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate) -> None:
+        update.questions.update(review.questions(messages))
 
     # -- I/O: the lookup under its own timeout (a worker thread, or a task) ------------
 
