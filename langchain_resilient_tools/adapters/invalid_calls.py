@@ -2,8 +2,8 @@
 `create_agent`: they never reach the tool node, so the middleware's ``after_model``
 answers them here, with the pipeline's step of the message: one whose arguments repair
 could read (`Step.repaired`) is moved into the message's ``tool_calls`` (same id) and
-runs like any other, reporting its repairs; the others are answered with
-``malformed_call``, and the agent goes back to the model when no call is left to run.
+runs like any other, reporting its repairs; the others are refused by the pipeline
+(`Pipeline.refuse_malformed`: ``malformed_call``), and the agent goes back to the model when no call is left to run.
 """
 
 from __future__ import annotations
@@ -14,14 +14,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 
-from ..core.call import Call
 from ..pipeline import Pipeline
 from ..state.graph import ERRORS_KEY
 from ..text.envelope import failure_message, take_error_record
-
-
-def _never_runs(call: Call) -> Any:
-    raise AssertionError("a malformed call is answered before it could run")
 
 
 def answer_invalid_calls(
@@ -38,7 +33,6 @@ def answer_invalid_calls(
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     pending = [b for b in last.invalid_tool_calls if b.get("id") and b["id"] not in answered]
     step = pipeline.open_step((), state, invalid_calls=pending, tools=tools)
-    names = list(tools)
     replies: list[ToolMessage] = []
     moved: list[ToolCall] = []
     for bad in pending:
@@ -47,18 +41,7 @@ def answer_invalid_calls(
             name = bad.get("name") or ""
             moved.append(ToolCall(name=name, args=fixed, id=bad["id"], type="tool_call"))
             continue
-        call = pipeline.new_call(
-            call_id=bad["id"] or "",
-            name=bad.get("name") or "",
-            args={},
-            tool=tools.get(bad.get("name") or ""),
-            valid_tools=names,
-            raw_args=bad.get("args"),
-            parse_error=bad.get("error") or "the arguments are not valid JSON",
-            passthrough_unknown=True,
-        )
-        call.run = _never_runs
-        outcome = pipeline.run(call)
+        outcome = pipeline.refuse_malformed(bad, tools)
         assert outcome.failure is not None
         replies.append(failure_message(outcome.failure, outcome.call))
     if not replies and not moved:

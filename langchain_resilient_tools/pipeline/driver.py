@@ -151,6 +151,10 @@ async def _aterminal(call: Call) -> Any:
     return _returned(value, call)
 
 
+def _never_runs(call: Call) -> Any:
+    raise AssertionError("a malformed call is answered before it could run")
+
+
 def _only_before(stage: BeforeStage) -> bool:
     """Whether the stage does nothing but its `before` check (keeps BeforeStage's drivers)."""
     cls = type(stage)
@@ -347,6 +351,26 @@ class Pipeline:
             for mark in of_step.marks:
                 mark(call)
         return call
+
+    def refuse_malformed(self, bad: Mapping[str, Any], tools: Mapping[str, Any]) -> Outcome:
+        """The outcome of `bad`, a call the model could not format that repair could not
+        read (one of ``AIMessage.invalid_tool_calls`` not in `Step.repaired`): refused by
+        admission (``malformed_call``, or ``unknown_tool``) before anything runs."""
+        name = bad.get("name") or ""
+        call = self.new_call(
+            call_id=bad.get("id") or "",
+            name=name,
+            args={},
+            tool=tools.get(name),
+            valid_tools=tuple(tools),
+            raw_args=bad.get("args"),
+            parse_error=bad.get("error") or "the arguments are not valid JSON",
+            passthrough_unknown=True,
+        )
+        call.run = _never_runs
+        outcome = self.run(call)
+        assert outcome.failure is not None, "a malformed call is refused"
+        return outcome
 
     def run(self, call: Call) -> Outcome:
         """Drive `call` through the stages (sync). Never raises but for control flow."""
