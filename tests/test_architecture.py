@@ -129,6 +129,23 @@ def test_the_node_is_a_toolnode_made_of_parts_not_a_ladder() -> None:
                 assert ours == [], f"{cls.__name__} derives from {ours}"
 
 
+def test_adapters_keep_no_metadata_channel_of_their_own() -> None:
+    """Issue 44: what an answer carries to the end of its step (dedup's ledger entries,
+    checks' rollback wish, verify's question for a person) is a stage's mark
+    (`Stage.mark_answer`), read back by the step's hooks: no adapter reads or writes a
+    key of an answer's ``response_metadata`` itself."""
+    import re
+
+    reading = re.compile(r"response_metadata\s*(\[|\.)")
+    found = [
+        f"{path.name}:{n}"
+        for path in sorted((ROOT / "adapters").glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if reading.search(line)
+    ]
+    assert not found, "adapters reading answers' metadata keys: " + ", ".join(found)
+
+
 def test_every_private_module_has_a_home() -> None:
     """No flat private modules left at the root: each concern lives in its layer."""
     flat = [p.name for p in ROOT.glob("_*.py") if p.name != "__init__.py"]

@@ -38,7 +38,7 @@ from ..core.errors import UsageError
 from ..core.review import DECISION_SCHEMA, HumanDecision, parse_decision, review_of
 from ..pipeline import Step
 from ..state.graph import ERRORS_KEY
-from ..text.envelope import ERROR_META
+from ..text.envelope import take_error_record
 from .context import RERUN
 
 _CHECKPOINTER = "__pregel_checkpointer"
@@ -104,7 +104,7 @@ def _replaced(answer: Any, message: ToolMessage) -> Any:
         return message
     update = dict(answer.update)
     update["messages"] = [message]
-    record = message.response_metadata.get(ERROR_META)
+    record = take_error_record(message)
     if record is None:
         update.pop(ERRORS_KEY, None)
     elif ERRORS_KEY in update:

@@ -106,15 +106,15 @@ class Stage:
         of the stage's own, see `pipeline.step`)."""
         return None
 
+    def review_step(self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate) -> None:
+        """Read the questions for a person off the step's answers into `update`
+        (optional; `Step.review`): nothing is taken off them."""
+
     def close_step(
         self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate, keep: bool
     ) -> None:
         """Read the stage's marks off the step's answers into `update` (optional); take
         them off unless `keep`."""
-
-    def review_step(self, step: Step, messages: Sequence[ToolMessage], update: StepUpdate) -> None:
-        """Read the questions for a person off the step's answers into `update`
-        (optional; `Step.review`): nothing is taken off them."""
 
     def wrap(self, call: Call, call_next: Next) -> Any:
         return call_next(call)

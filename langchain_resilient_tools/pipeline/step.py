@@ -3,8 +3,9 @@
 An adapter that sees a message's calls opens a step (`Pipeline.open_step`), makes each
 call of it with `Step.call` (not `Pipeline.new_call`), runs the calls as its framework
 runs them, in the order `Step.order` asks for, renders the outcomes, marks each answer
-(`Step.answer`) and writes what the step's end says (`Step.close`). A stage may take part
-in the step with three optional hooks (`pipeline.stage.Stage`):
+(`Step.answer`), asks a person what the answers ask (`Step.review`, when a write may)
+and writes what the step's end says (`Step.close`). A stage may take part in the step
+with four optional hooks (`pipeline.stage.Stage`):
 
 - ``open_step(step)``: once, before any call is made: look at the step's calls, state and
   config, mark each call the step makes (`Step.on_call`), and say which call waits for
@@ -17,17 +18,19 @@ in the step with three optional hooks (`pipeline.stage.Stage`):
   (`Step.answer`), in its ``response_metadata``: a mark travels with the message, so it
   survives where the step's objects do not (a reviewed call's answer, kept by LangGraph
   across an interrupt; the middleware's answers, read back in a later node). Dedup marks
-  the ledger entries a call left, checks a wish to roll the step back.
+  the ledger entries a call left, checks a wish to roll the step back, verify a question
+  for a person.
+- ``review_step(step, messages, update)``: once the step's calls have answered, before
+  its end, read what the answers ask a person into `StepUpdate.questions` (`Step.review`):
+  verify's questions about writes whose outcome is unknown (``unknown_outcome=
+  "interrupt"``, `pipeline.review`). Nothing is taken off: an answer may be the very
+  object LangGraph is saving as a task's result. The adapter asks each question (an
+  ``interrupt()``) and answers the call as the decision says (`Step.decided`: a new
+  message, without the question).
 - ``close_step(step, messages, update, keep)``: at the end of the step, turn the marks
   of its answers into the `StepUpdate` the adapter writes (`Step.close`): dedup's ledger
   entries for the graph state, checks' rollback. Marks are taken off the messages, but
   for ``keep``: then they stay (the middleware rolls back in ``before_model``).
-- ``review_step(step, messages, update)``: once the step's calls have answered, before
-  the end, read what the answers ask a person into `StepUpdate.questions` (`Step.review`):
-  verify's questions about writes whose outcome is unknown (``unknown_outcome=
-  "interrupt"``, `pipeline.review`). Nothing is taken off: an answer may be the very
-  object LangGraph is saving as a task's result. The adapter asks each question (an
-  ``interrupt()``) and answers the call as the decision says (`Step.decided`).
 
 State kept per thread has one place: the graph state's ``tool_ledger``, one section per
 stage, read with `Step.thread_state` and written through `StepUpdate.thread` (the
