@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "langgraph_server"
@@ -58,13 +59,6 @@ def copy_example(dest: Path) -> Path:
     """A fresh copy of the example app in `dest` (its own ``.langgraph_api``)."""
     shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__", ".langgraph_api"))
     return dest
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -107,7 +101,7 @@ class Server:
 
 def start(app_dir: Path, *, jobs: int = 10) -> Server:
     """`langgraph dev` in `app_dir`, answering on a free port (raises if it does not)."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
     env.update(_OFFLINE)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))

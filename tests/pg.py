@@ -11,10 +11,11 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
+
+from tests.support.net import free_port
 
 
 @dataclass
@@ -38,13 +39,6 @@ def _bindir() -> str | None:
     return os.path.dirname(os.path.realpath(found)) if found else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def start(*, fsync: bool = False) -> Cluster | str:
     """A running cluster, or the reason it could not start (without ``fsync``, as the
     tests want it: a commit then never waits for the disk; the benchmarks ask for it)."""
@@ -62,7 +56,7 @@ def start(*, fsync: bool = False) -> Cluster | str:
             shutil.chown(root, user="postgres")
         except (LookupError, OSError) as exc:
             return f"running as root and there is no usable 'postgres' user ({exc})"
-    datadir, port = os.path.join(root, "data"), _free_port()
+    datadir, port = os.path.join(root, "data"), free_port()
     pg_ctl = os.path.join(bindir, "pg_ctl")
     steps = [
         [

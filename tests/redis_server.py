@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support.net import free_port
+
 STARTUP_S = 20.0
 """How long a server may take to answer its first PING (a loaded machine)."""
 
@@ -42,13 +44,6 @@ class Server:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _answers(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
@@ -68,7 +63,7 @@ def start() -> Server | str:
     reason = "redis-server did not start"
     for _ in range(3):  # a port taken between choosing it and binding it: another one
         root = tempfile.mkdtemp(prefix="lrt-redis-")
-        port = _free_port()
+        port = free_port()
         cmd = [
             binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", root,
             "--save", "", "--appendonly", "no", "--daemonize", "no",

@@ -107,10 +107,10 @@ def test_redis_failure_is_a_backend_error() -> None:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    from tests.redis_server import _free_port
+    from tests.support.net import free_port
 
     # Nobody listens there; redis-py's own retries (seconds of backoff by default) off.
-    client = redis.Redis(port=_free_port(), retry=Retry(NoBackoff(), 0))
+    client = redis.Redis(port=free_port(), retry=Retry(NoBackoff(), 0))
     backend = RedisBackend(client)
     for op in (
         lambda: backend.get("ns", "k"),

@@ -30,16 +30,11 @@ from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.mcp_session import BackgroundSession
+from tests.support.net import free_port
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 SECRETS = ("hunter2", "sk-live-abcdef1234567890abcdef")
 POLICIES = {"get_slow": ToolPolicy(timeout=0.3, retry=RetryPolicy(max_attempts=1))}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_http_server() -> tuple[subprocess.Popen[bytes], str]:
