@@ -14,10 +14,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import ToolException
 
 from langchain_resilient_tools import Dedup, ResilientTool, ToolPolicy
-from langchain_resilient_tools.core.call import Call, CallRecord
+from langchain_resilient_tools.core.call import Call
 from langchain_resilient_tools.core.errors import UsageError
 from langchain_resilient_tools.core.key import call_key
-from langchain_resilient_tools.core.policy import ResolvedPolicy
 from langchain_resilient_tools.pipeline.dedup.logic import (
     Action,
     Entry,
@@ -27,6 +26,7 @@ from langchain_resilient_tools.pipeline.dedup.logic import (
 )
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.support.calls import make_call
 from tests.tools import CALLS, counted, failing_tool, flaky_tool, ok_tool
 
 
@@ -120,8 +120,7 @@ def test_entry_round_trip() -> None:
 
 
 def _call(args: dict[str, Any], policy: ToolPolicy | None = None, name: str = "search") -> Call:
-    resolved = ResolvedPolicy(policy or ToolPolicy(), name)
-    return Call("id", name, args, None, resolved, CallRecord(name, "id"))
+    return make_call(name, args, policy, id="id")
 
 
 def test_key_is_canonical() -> None:

@@ -15,28 +15,27 @@ from langgraph.errors import GraphInterrupt
 from langgraph.types import Command
 
 from langchain_resilient_tools import ToolPolicy
-from langchain_resilient_tools.core.call import Call, CallRecord
+from langchain_resilient_tools.core.call import Call
 from langchain_resilient_tools.core.errors import (
     AttemptTimeout,
     DuplicateCall,
     OutcomeStillUnknown,
     ToolRaised,
 )
-from langchain_resilient_tools.core.policy import ResolvedPolicy
 from langchain_resilient_tools.pipeline.dedup.core import Do, End, Verdict, Visit
 from langchain_resilient_tools.pipeline.dedup.local import LocalLedger
 from langchain_resilient_tools.pipeline.dedup.logic import Action, Entry, age_of, decide
 from langchain_resilient_tools.pipeline.dedup.shared import SharedLedger
 from langchain_resilient_tools.pipeline.dedup.twins import Group, Share
 from langchain_resilient_tools.state.backend import MemoryBackend
+from tests.support import calls
 
 
 def make_call(*, read: bool = True, dedup: Any = None, call_id: str = "c2", **fields: Any) -> Call:
     name = "search_web" if read else "book_flight"
     policy = ToolPolicy(idempotent=read, **({"dedup": dedup} if dedup else {}))
     fields.setdefault("thread_id", "t1")
-    record = CallRecord(name, call_id)
-    return Call(call_id, name, {"q": "x"}, None, ResolvedPolicy(policy, name), record, **fields)
+    return calls.make_call(name, {"q": "x"}, policy, id=call_id, **fields)
 
 
 def visit_of(**kw: Any) -> Visit:

@@ -20,7 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
 from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
-from langchain_resilient_tools.core.call import Call, CallRecord
+from langchain_resilient_tools.core.call import Call
 from langchain_resilient_tools.core.errors import UsageError
 from langchain_resilient_tools.core.idempotency import (
     IdempotencyInfo,
@@ -31,6 +31,7 @@ from langchain_resilient_tools.core.idempotency import (
 from langchain_resilient_tools.core.policy import PolicyResolver, ResolvedPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.support.calls import make_call
 
 FLAGGED = {"create_payment": ToolPolicy(idempotency_key=True)}
 """Nothing but a hung attempt waits for the (default) timeout: a healthy attempt is never
@@ -330,15 +331,8 @@ async def test_outside_a_graph_the_call_id_tells_a_resend(mode: str) -> None:
 
 
 def _call(name: str, policy: ToolPolicy, *, id: str = "c1", thread: str | None = "t") -> Call:
-    return Call(
-        id=id,
-        name=name,
-        args={"amount": 1},
-        tool=payment_tool(PaymentService()),
-        resolved=ResolvedPolicy(policy, name),
-        record=CallRecord(tool=name, call_id=id),
-        thread_id=thread,
-    )
+    tool = payment_tool(PaymentService())
+    return make_call(name, {"amount": 1}, policy, id=id, tool=tool, thread_id=thread)
 
 
 def test_derived_key_depends_on_thread_tool_and_call_id() -> None:

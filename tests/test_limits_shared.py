@@ -41,6 +41,7 @@ from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests._limit_workers import most_in_window
 from tests.clock import FakeClock
+from tests.support.calls import make_call
 from tests.tools import CALLS, counted
 
 WORKERS = [(a, m) for a in ("node", "tool") for m in ("sync", "async")]
@@ -304,8 +305,7 @@ def test_the_async_path_asks_the_store_off_the_event_loop(clock: FakeClock) -> N
 
 def _call(clock: FakeClock, backend: MemoryBackend, **fields: Any) -> tuple[Call, SharedLimit]:
     policy = _policy(clock, rate_limit=10, max_concurrency=1)
-    resolved = ResolvedPolicy(policy, "get_item")
-    call = Call("c1", "get_item", {}, None, resolved, CallRecord("get_item", "c1"), **fields)
+    call = make_call("get_item", {}, policy, **fields)
     return call, SharedLimit(backend, call)
 
 

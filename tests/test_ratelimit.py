@@ -22,6 +22,7 @@ from langchain_resilient_tools.pipeline.limit import stage as limit_stage
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
+from tests.support.calls import make_call
 from tests.tools import CALLS, counted, started
 
 
@@ -340,15 +341,14 @@ class _Grants(rate_limiters.BaseRateLimiter):
 
 def test_the_queue_decides_the_waits_both_drivers_make() -> None:
     """The core of the limits stage: how long to pause for a token, and when to give up."""
-    from langchain_resilient_tools.core.call import Call, CallRecord
+    from langchain_resilient_tools.core.call import Call
     from langchain_resilient_tools.core.errors import AttemptTimeout
-    from langchain_resilient_tools.core.policy import ResolvedPolicy
 
     clock = FakeClock()
-    resolved = ResolvedPolicy(ToolPolicy(clock=clock), "get_item")
+    policy = ToolPolicy(clock=clock)
 
     def call(**fields: Any) -> Call:
-        return Call("c1", "get_item", {}, None, resolved, CallRecord("get_item", "c1"), **fields)
+        return make_call("get_item", {}, policy, **fields)
 
     queue = limit.Queue(call(), None, _Grants(every=3))
     assert [queue.pause(), queue.pause(), queue.pause()] == [0.25, 0.25, None]
