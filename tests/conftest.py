@@ -31,6 +31,7 @@ from langchain_resilient_tools import (
 )
 from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.testing import ScriptedChatModel
+from tests.support.answers import by_id
 
 ADAPTERS = ("node", "tool", "middleware")
 _LOOPS: list[asyncio.AbstractEventLoop] = []
@@ -169,7 +170,7 @@ class Harness:
         else:
             payload = {"messages": [ai]}
         state = self.invoke(graph, payload, config)
-        answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+        answers = by_id(state["messages"])
         return Result(answers, list(state.get("tool_errors", [])), state)
 
     def run_turns(
@@ -215,7 +216,7 @@ class Harness:
             else:
                 payload = {"messages": [ai]}
             state = self.invoke(graph, payload, config)
-            answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+            answers = by_id(state["messages"])
             results.append(Result(answers, list(state.get("tool_errors", [])), state))
         return results
 

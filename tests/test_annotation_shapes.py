@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool
 
 from langchain_resilient_tools import ToolPolicy
@@ -25,6 +25,7 @@ from langchain_resilient_tools.core.annotations import ToolHints, hints_of
 from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.support.answers import by_id
 from tests.tools import CALLS, counted, flaky_tool
 
 CAMEL = {"read_only": "readOnlyHint", "destructive": "destructiveHint",
@@ -203,7 +204,7 @@ def test_every_shape_decides_in_every_adapter(harness: Harness) -> None:
     graph = harness.build(tools, ai=ai, patterns={"sync_report_*": ToolPolicy(annotations="trust")})
     payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
     state = harness.invoke(graph, payload)
-    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    answers = by_id(state["messages"])
     for shape in SHAPES:
         invoice = answers[f"get_or_create_invoice_{shape}"]
         assert json.loads(str(invoice.content))["error"] == "unknown_outcome", shape

@@ -11,7 +11,6 @@ adapter cases run on an `InMemoryStore` and on ``langgraph-checkpoint-redis``'s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
 from tests.redis_server import pass_time
+from tests.support.answers import error_of
 from tests.tools import CALLS, counted, failing_tool, ok_tool
 
 
@@ -226,22 +226,15 @@ BREAKER = ToolPolicy(
 )
 
 
-def _error(result: Any, call_id: str) -> dict[str, Any]:
-    message = result[call_id]
-    assert message.status == "error"
-    data: dict[str, Any] = json.loads(message.content)
-    return data
-
-
 def test_breaker_opened_by_one_worker_stops_the_next(harness: Harness, graph_store: Any) -> None:
     store = graph_store
     tools = [failing_tool("get_quote", ConnectionError("down"))]
     calls = [tool_call("get_quote", {"query": q}, id=f"c{q}") for q in ("a", "b")]
     first = harness.run(tools, calls, policy=BREAKER, store=store)
-    assert _error(first, "ca")["error"] == "transient_failure"
+    assert error_of(first, "ca")["error"] == "transient_failure"
     assert CALLS["get_quote"] == 2
     second = harness.run(tools, [tool_call("get_quote", {"query": "c"}, id="cc")], policy=BREAKER, store=store)  # fmt: skip
-    data = _error(second, "cc")
+    data = error_of(second, "cc")
     assert data["error"] == "circuit_open" and data["retry_after_s"] > 0
     assert CALLS["get_quote"] == 2  # the second worker never touched the service
 
@@ -251,7 +244,7 @@ def test_without_a_shared_store_each_worker_has_its_own_breaker(harness: Harness
     calls = [tool_call("get_quote", {"query": q}, id=f"c{q}") for q in ("a", "b")]
     harness.run(tools, calls, policy=BREAKER)  # a store-less graph: in-process
     second = harness.run(tools, [tool_call("get_quote", {"query": "c"}, id="cc")], policy=BREAKER)
-    assert _error(second, "cc")["error"] == "transient_failure"
+    assert error_of(second, "cc")["error"] == "transient_failure"
     assert CALLS["get_quote"] == 3
 
 
@@ -278,7 +271,7 @@ def test_a_booking_repeated_on_another_worker_runs_once(harness: Harness, graph_
     first = harness.run(tools, [call], policy=policy, store=store, config=THREAD)
     assert first["b1"].status == "success" and "booked 101" in str(first["b1"].content)
     again = harness.run(tools, [tool_call("book_room", {"room": "101"}, id="b2")], policy=policy, store=store, config=THREAD)  # fmt: skip
-    assert _error(again, "b2")["error"] == "duplicate_call"
+    assert error_of(again, "b2")["error"] == "duplicate_call"
     assert CALLS["book_room"] == 1
 
 
@@ -341,7 +334,7 @@ def test_store_partition_fails_open_or_closed(harness: Harness, on_error: str) -
     if on_error == "open":
         assert result["b1"].status == "success" and CALLS["book_room"] == 1
     else:
-        data = _error(result, "b1")
+        data = error_of(result, "b1")
         assert data["error"] == "transient_failure" and data["retryable"] is True
         assert "state store" in data["message"]
         assert CALLS["book_room"] == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from typing import Any
 
@@ -22,6 +21,7 @@ from langchain_resilient_tools.pipeline.breaker.machine import (
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
+from tests.support.answers import error_of
 from tests.tools import CALLS, counted
 
 # -- the pure state machine ----------------------------------------------------------
@@ -213,13 +213,6 @@ def _calls(turn: int, n: int = 1, name: str = "get_quote") -> list[dict[str, Any
     return [tool_call(name, {"symbol": f"S{turn}-{i}"}, id=f"t{turn}c{i}") for i in range(n)]
 
 
-def _error(result: Any, call_id: str) -> dict[str, Any]:
-    message = result[call_id]
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(message.content)
-    return data
-
-
 def test_open_circuit_fails_fast_without_calling_the_tool(harness: Harness) -> None:
     clock = FakeClock()
     service = Service(clock)
@@ -230,9 +223,9 @@ def test_open_circuit_fails_fast_without_calling_the_tool(harness: Harness) -> N
         before_turn=lambda i: clock.advance(1),
     )
     assert CALLS["get_quote"] == 3  # the fourth turn never reached the service
-    assert _error(results[2], "t2c0")["error"] == "transient_failure"
+    assert error_of(results[2], "t2c0")["error"] == "transient_failure"
     for i in range(4):
-        data = _error(results[3], f"t3c{i}")
+        data = error_of(results[3], f"t3c{i}")
         assert data["error"] == "circuit_open"
         assert data["attempts"] == 0
         assert data["retry_after_s"] == pytest.approx(29.0, abs=0.1)
@@ -246,7 +239,7 @@ def test_open_circuit_stops_the_retries_at_once(harness: Harness) -> None:
     policy = _policy(clock).model_copy(update={"retry": RetryPolicy(max_attempts=6)})
     result = harness.run([service.tool()], _calls(0), policy=policy)
     assert CALLS["get_quote"] == 3  # the breaker opened after 3 attempts; 3 retries saved
-    assert _error(result, "t0c0")["error"] == "circuit_open"
+    assert error_of(result, "t0c0")["error"] == "circuit_open"
 
 
 @pytest.mark.parametrize("recovered", [True, False], ids=["closes", "reopens"])
@@ -273,7 +266,7 @@ def test_half_open_admits_one_probe_among_50_calls(harness: Harness, recovered: 
     else:
         assert len(through) == 1 and CALLS["get_quote"] == 3 + 1
         assert changes == [("closed", "open"), ("open", "half_open"), ("half_open", "open")]
-        assert _error(results[2], "t2c0")["error"] == "circuit_open"
+        assert error_of(results[2], "t2c0")["error"] == "circuit_open"
 
 
 def test_bad_arguments_do_not_trip_the_breaker(harness: Harness) -> None:
@@ -284,7 +277,7 @@ def test_bad_arguments_do_not_trip_the_breaker(harness: Harness) -> None:
         [service.tool()], [_calls(i) for i in range(5)], policy=_policy(clock)
     )
     assert CALLS["get_quote"] == 5
-    assert all(_error(results[i], f"t{i}c0")["error"] == "tool_error" for i in range(5))
+    assert all(error_of(results[i], f"t{i}c0")["error"] == "tool_error" for i in range(5))
 
 
 def test_slow_calls_count_as_failures(harness: Harness) -> None:
@@ -298,5 +291,5 @@ def test_slow_calls_count_as_failures(harness: Harness) -> None:
     )
     assert results[1]["t1c0"].status == "success"  # a slow result is still returned
     assert changes == [("closed", "open")]
-    assert _error(results[2], "t2c0")["error"] == "circuit_open"
+    assert error_of(results[2], "t2c0")["error"] == "circuit_open"
     assert CALLS["get_quote"] == 2

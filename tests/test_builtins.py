@@ -54,6 +54,7 @@ from langchain_resilient_tools import (
 from langchain_resilient_tools.adapters.layers import Layers, inner_layers
 from langchain_resilient_tools.core.errors import UsageError
 from langchain_resilient_tools.testing import ScriptedChatModel, invalid_call, tool_call
+from tests.support.answers import envelope
 
 LAYERS_LOG = "langchain_resilient_tools.adapters.layers"
 SECRET = "password=hunter2"
@@ -121,12 +122,6 @@ def answers(state: dict[str, Any]) -> dict[str, ToolMessage]:
     ids = Counter(m.tool_call_id for m in found)
     assert set(ids.values()) == {1}, f"answered more than once: {ids}"  # invariant 1
     return {m.tool_call_id: m for m in found}
-
-
-def envelope(message: ToolMessage) -> dict[str, Any]:
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(str(message.content))
-    return data
 
 
 MODES = ("sync", "async")

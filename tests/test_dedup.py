@@ -26,6 +26,7 @@ from langchain_resilient_tools.pipeline.dedup.logic import (
 )
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.support.answers import by_id, envelope
 from tests.support.calls import make_call
 from tests.tools import CALLS, counted, failing_tool, flaky_tool, ok_tool
 
@@ -36,12 +37,6 @@ def answered_once(state: dict[str, Any]) -> None:
     asked = [tc["id"] for m in state["messages"] if isinstance(m, AIMessage) for tc in m.tool_calls]
     assert sorted(asked) == sorted(answers), (asked, answers)
     assert set(answers.values()) <= {1}
-
-
-def body(message: ToolMessage) -> dict[str, Any]:
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(str(message.content))
-    return data
 
 
 def served_by(message: ToolMessage) -> str:
@@ -184,7 +179,7 @@ def test_identical_writes_in_one_message_are_blocked(harness: Harness) -> None:
     statuses = sorted(result[i].status for i in "ab")
     assert statuses == ["error", "success"]
     blocked = next(result[i] for i in "ab" if result[i].status == "error")
-    data = body(blocked)
+    data = envelope(blocked)
     assert data["error"] == "duplicate_call" and data["retryable"] is False
     assert "not run" in data["message"]
     if harness.adapter != "tool":
@@ -215,7 +210,7 @@ def test_failures_are_not_reused_across_steps(harness: Harness) -> None:
     turns = [[tool_call("get_city", {"query": "x"}, id=i)] for i in ("a", "b")]
     last = harness.run_turns([tool], turns)[-1]
     assert CALLS["get_city"] == 2  # the second step runs the call again
-    assert {body(last[i])["error"] for i in "ab"} == {"tool_error"}
+    assert {envelope(last[i])["error"] for i in "ab"} == {"tool_error"}
     answered_once(last.state)
 
 
@@ -290,7 +285,7 @@ def test_a_blocked_repeat_says_when_the_earlier_call_ran(harness: Harness) -> No
     turns = [[tool_call("book_flight", {"city": "Oslo"}, id=f"t{i}")] for i in (1, 2)]
     last = harness.run_turns([book_tool()], turns, before_turn=at)[-1]
     assert CALLS["book_flight"] == 1
-    data = body(last["t2"])
+    data = envelope(last["t2"])
     assert data["error"] == "duplicate_call"
     assert data["message"].endswith("not run again (the earlier call ran 8 min ago).")
     assert data["ran_s_ago"] == 480
@@ -307,7 +302,7 @@ def test_write_repeat_blocked_after_restart(harness: Harness) -> None:
     results = harness.run_turns([book_tool()], turns, restart_at=[1])
     last = results[-1]
     assert CALLS["book_flight"] == 1
-    data = body(last["t2"])
+    data = envelope(last["t2"])
     assert data["error"] == "duplicate_call"
     assert data["previous_result"] == "booked a flight to Oslo"
     assert [r["tool_call_id"] for r in last.tool_errors] == ["t2"]
@@ -342,12 +337,12 @@ def test_a_write_sent_again_after_its_unknown_outcome_runs_once_more() -> None:
     first = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="1"), THREAD)
     second = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="2"), THREAD)
     third = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="3"), THREAD)
-    data = body(first)
+    data = envelope(first)
     assert data["error"] == "unknown_outcome"
     assert "check whether it took effect" in data["suggestion"]
     assert "send this same call again" in data["suggestion"]
     assert second.status == "success" and second.content == "result for hi"
-    assert body(third)["error"] == "duplicate_call"
+    assert envelope(third)["error"] == "duplicate_call"
     assert CALLS["send_email"] == 2
 
 
@@ -444,7 +439,7 @@ def test_many_parallel_identical_calls_are_decided_once(harness: Harness) -> Non
     served = Counter(served_by(result[f"r{i}"]) for i in range(10))
     assert served == {"tool": 1, "dedup": 9}
     errors = Counter(
-        body(result[f"w{i}"])["error"] for i in range(10) if result[f"w{i}"].status == "error"
+        envelope(result[f"w{i}"])["error"] for i in range(10) if result[f"w{i}"].status == "error"
     )
     assert errors == {"duplicate_call": 9}
     answered_once(result.state)
@@ -539,7 +534,7 @@ def test_the_first_of_identical_calls_is_the_one_that_runs(harness: Harness) -> 
         assert result["first"].content == "results for q"
         assert str(result["again"].content).startswith("[This repeats an earlier")
         assert result["book"].content == "booked a flight to Oslo"
-        data = body(result["rebook"])
+        data = envelope(result["rebook"])
         assert data["error"] == "duplicate_call"
         assert data["previous_result"] == "booked a flight to Oslo"  # it waited for the first
         assert CALLS == {"search_web": 1, "book_flight": 1}
@@ -586,15 +581,15 @@ def test_the_same_call_id_again_is_answered_with_its_own_result() -> None:
     assert again.response_metadata["resilience"]["served_by"] == "dedup"
     assert CALLS["book_flight"] == 1
     other = wrapped.invoke(tool_call("book_flight", {"city": "Oslo"}, id="c2"), THREAD)
-    assert body(other)["error"] == "duplicate_call"
+    assert envelope(other)["error"] == "duplicate_call"
 
 
 def test_a_rerun_of_a_write_with_unknown_outcome_stays_unknown() -> None:
     wrapped = ResilientTool.wrap(flaky_tool("send_email", failures=1))
     first = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="c1"), THREAD)
     again = wrapped.invoke(tool_call("send_email", {"query": "hi"}, id="c1"), THREAD)
-    assert body(first)["error"] == body(again)["error"] == "unknown_outcome"
-    assert "ran for this call before" in body(again)["message"]
+    assert envelope(first)["error"] == envelope(again)["error"] == "unknown_outcome"
+    assert "ran for this call before" in envelope(again)["message"]
     assert CALLS["send_email"] == 1
 
 
@@ -645,7 +640,7 @@ def test_identical_writes_blocked_when_the_node_is_invoked_directly(mode: str) -
     assert CALLS["book_flight"] == 1 and CALLS["search_web"] == 1
     assert sorted(answers[i].status for i in "ab") == ["error", "success"]
     blocked = next(answers[i] for i in "ab" if answers[i].status == "error")
-    assert body(blocked)["error"] == "duplicate_call"
+    assert envelope(blocked)["error"] == "duplicate_call"
     assert {answers[i].status for i in "cd"} == {"success"}  # the read is reused
 
 
@@ -685,7 +680,7 @@ def test_identical_failing_reads_share_one_chain_of_attempts(
     result = harness.run([down_service("search_down")], calls)
     assert CALLS["search_down"] == 3
     assert len(testing_mode.sleeps) == 2  # the waits of one chain: the time of one call
-    bodies = [body(result[i]) for i in "abc"]
+    bodies = [envelope(result[i]) for i in "abc"]
     assert {b["error"] for b in bodies} == {"transient_failure"}
     assert len({b["message"] for b in bodies}) == 1
     assert sorted(b["attempts"] for b in bodies) == [0, 0, 3]  # the twins did not run
@@ -711,9 +706,9 @@ def test_the_first_twin_runs_and_its_twins_share_its_failure(harness: Harness) -
     result = harness.run(tools, calls)
     assert CALLS == {"get_city": 1, "create_ticket": 1}
     for first, twin in (("r1", "r2"), ("w1", "w2")):
-        assert body(result[first])["error"] == body(result[twin])["error"] == "tool_error"
-        assert body(result[first])["attempts"] == 1 and body(result[twin])["attempts"] == 0
-        assert body(result[first])["message"] == body(result[twin])["message"]
+        assert envelope(result[first])["error"] == envelope(result[twin])["error"] == "tool_error"
+        assert envelope(result[first])["attempts"] == 1 and envelope(result[twin])["attempts"] == 0
+        assert envelope(result[first])["message"] == envelope(result[twin])["message"]
     answered_once(result.state)
 
 
@@ -772,9 +767,9 @@ def test_a_twin_that_starts_first_still_waits_for_the_first_call(harness: Harnes
         middleware=[HoldFirst(), ResilientToolsMiddleware()],
     )
     state = harness.invoke(agent, {"messages": [HumanMessage("go")]})
-    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    answers = by_id(state["messages"])
     assert answers["first"].content == "booked a flight to Oslo"
-    data = body(answers["again"])
+    data = envelope(answers["again"])
     assert data["error"] == "duplicate_call"
     assert data["previous_result"] == "booked a flight to Oslo"
     assert CALLS["book_flight"] == 1
@@ -784,7 +779,7 @@ def test_a_twin_that_starts_first_still_waits_for_the_first_call(harness: Harnes
 
 
 def _answers(state: dict[str, Any]) -> dict[str, ToolMessage]:
-    return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    return by_id(state["messages"])
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["same-process", "restarted"])
@@ -826,7 +821,7 @@ def test_a_result_whose_message_is_gone_is_not_reused(harness: Harness, restart:
     answers = _answers(state)
     assert answers["r2"].content == "results for q"  # run again, not reused
     assert CALLS == {"search_web": 2, "book_flight": 1}
-    data = body(answers["w2"])
+    data = envelope(answers["w2"])
     assert data["error"] == "duplicate_call" and "previous_result" not in data
 
 

@@ -39,6 +39,7 @@ from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 from tests import _users
 from tests._users import ADAPTERS, CURRENT, MODES, SERVICE, Ctx, get_my_orders
 from tests.clock import FakeClock
+from tests.support.answers import by_id
 
 
 @pytest.fixture(autouse=True)
@@ -111,7 +112,7 @@ class App:
             state = self.app.invoke(payload, config, context=context)
         else:
             state = asyncio.run(self.app.ainvoke(payload, config, context=context))
-        answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+        answers = by_id(state["messages"])
         return [answers[i] for i in ids]
 
 

@@ -11,7 +11,6 @@ test marked `realtime` (a real wait that a drain must end early).
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from typing import Any
@@ -39,19 +38,14 @@ from langchain_resilient_tools.pipeline.hedge.stage import HedgeStage
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
+from tests.support.answers import by_id, envelope
 from tests.tools import CALLS, counted
 
 ONE_AT_A_TIME = {"max_concurrency": 1}
 
 
-def envelope(message: ToolMessage) -> dict[str, Any]:
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(str(message.content))
-    return data
-
-
 def answers(state: dict[str, Any]) -> dict[str, ToolMessage]:
-    return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    return by_id(state["messages"])
 
 
 def drain_asker(control: RunControl, name: str = "get_status") -> BaseTool:

@@ -30,6 +30,7 @@ from langchain_resilient_tools import ResilientTool, RetryPolicy, ToolPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.mcp_session import BackgroundSession
+from tests.support.answers import by_id, envelope
 from tests.support.net import free_port
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
@@ -99,12 +100,6 @@ CALLS = [
     tool_call("get_slow", {"query": "x"}, id="hangs"),
     tool_call("get_weather", {"town": "Paris", "days": "x"}, id="bad_args"),
 ]
-
-
-def envelope(message: ToolMessage) -> dict[str, Any]:
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(str(message.content))
-    return data
 
 
 def check_answers(answers: dict[str, ToolMessage], *, hang: bool = True) -> None:
@@ -194,7 +189,7 @@ async def test_stdio_session_through_every_adapter(harness: Harness) -> None:
             state = await asyncio.to_thread(graph.invoke, payload)
         finally:
             await asyncio.to_thread(held.close)
-        answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+        answers = by_id(state["messages"])
         check_answers(answers)
         return
     async with stdio_client().session("t") as session:
@@ -203,7 +198,7 @@ async def test_stdio_session_through_every_adapter(harness: Harness) -> None:
         graph = harness.build(tools, policies=POLICIES, ai=ai)
         payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
         state = await graph.ainvoke(payload)
-    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    answers = by_id(state["messages"])
     check_answers(answers)
 
 

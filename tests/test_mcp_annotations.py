@@ -36,6 +36,7 @@ from langchain_resilient_tools.core.policy import PolicyResolver, ResolvedPolicy
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.mcp_session import BackgroundSession
+from tests.support.answers import by_id
 from tests.tools import counted
 
 SERVER = str(Path(__file__).with_name("mcp_annotated_server.py"))
@@ -170,7 +171,7 @@ async def on_server(
         return {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
 
     def answers(state: dict[str, Any]) -> dict[str, ToolMessage]:
-        return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+        return by_id(state["messages"])
 
     if harness.mode == "sync":  # sync code, the session's loop running on another thread
         held = await asyncio.to_thread(BackgroundSession, stdio_client(), "a")
@@ -288,7 +289,7 @@ def test_a_write_declared_idempotent_is_sent_again_after_its_worker_died(
     )
     payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
     state = harness.invoke(graph, payload, {"configurable": {"thread_id": "t-orphans"}})
-    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    answers = by_id(state["messages"])
     assert answers["set_status"].status == "success"
     assert "no further effect when repeated" in str(answers["set_status"].content)
     assert CALLS["set_status"] == 1

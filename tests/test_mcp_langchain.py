@@ -28,6 +28,7 @@ from langchain_resilient_tools import Output, ToolPolicy
 from langchain_resilient_tools.core.annotations import ToolHints, hints_of
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.support.answers import by_id
 
 # `mcp.server.mcpserver` is mcp 2.x's (1.x has `mcp.server.fastmcp`); fastmcp is what
 # langchain.mcp is built on (langchain's `mcp` extra).
@@ -137,7 +138,7 @@ def run(harness: Harness, tools: list[BaseTool], name: str, policy: ToolPolicy) 
     graph = harness.build(tools, ai=ai, policy=policy)
     payload = {"messages": [HumanMessage("go") if harness.adapter == "middleware" else ai]}
     state = harness.invoke(graph, payload)
-    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    answers = by_id(state["messages"])
     return {k: outcome(m) for k, m in answers.items()}
 
 

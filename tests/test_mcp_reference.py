@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("langchain_mcp_adapters")
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
@@ -30,6 +30,7 @@ from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.mcp_session import BackgroundSession
 from tests.refservers import server_or_skip
+from tests.support.answers import by_id
 
 pytestmark = pytest.mark.slow  # servers installed from PyPI and npm: CI runs it on one Python
 
@@ -132,7 +133,7 @@ async def test_session_bound_tools_sync_and_async(
             tools = await load_mcp_tools(session)
             graph = harness.build(tools, ai=AIMessage("", tool_calls=calls))
             state = await graph.ainvoke(payload_for(harness, calls))
-    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    answers = by_id(state["messages"])
     assert OUTSIDE in answer(answers, "outside")["message"]
     assert answers["log"].status == "success", answers["log"].content
 

@@ -35,12 +35,13 @@ from langchain_resilient_tools import (
 from langchain_resilient_tools.runtime.graphnode import NodeRun, node_run
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
+from tests.support.answers import by_id
 from tests.tools import CALLS, counted
 
 
 def run(graph: Any, calls: list[dict[str, Any]]) -> dict[str, ToolMessage]:
     state = asyncio.run(graph.ainvoke({"messages": [AIMessage("", tool_calls=calls)]}))
-    return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    return by_id(state["messages"])
 
 
 def in_graph(node: Any, timeout: TimeoutPolicy | None, *, send: bool = False) -> Any:

@@ -21,6 +21,7 @@ from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
 from langchain_resilient_tools import ToolPolicy, UnknownOutcome, set_testing
 from langchain_resilient_tools.testing import ServiceRefused, tool_call
 from tests.conftest import Harness
+from tests.support.answers import envelope
 
 
 class ConnectTimeout(Exception):
@@ -90,12 +91,6 @@ def testing() -> Iterator[None]:
         yield
 
 
-def _body(message: Any) -> dict[str, Any]:
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(message.content)
-    return data
-
-
 @pytest.mark.parametrize("fault", sorted(NEVER_SENT))
 def test_a_write_whose_request_never_left_is_retried(
     harness: Harness, testing: None, fault: str
@@ -130,7 +125,7 @@ def test_an_ambiguous_failure_of_a_write_stays_unknown(
         [tool_call("cancel_pending_order", CANCEL, id="c1")],
         config={"configurable": {"thread_id": f"ambiguous-{type(exc).__name__}"}},
     )
-    data = _body(result["c1"])
+    data = envelope(result["c1"])
     assert data["error"] == "unknown_outcome" and data["retryable"] is False
     assert "was not sent again" in data["message"]
     assert orders.effects == ["W1"] and len(orders.keys) == 1  # never sent twice
@@ -151,7 +146,7 @@ def test_checking_then_sending_the_write_again_finishes_the_job(
         [tool_call("cancel_pending_order", CANCEL, id="a4")],
     ]
     results = harness.run_turns(orders.tools(), turns, thread_id=f"check-{harness.mode}")
-    first = _body(results[0]["a1"])
+    first = envelope(results[0]["a1"])
     assert first["error"] == "unknown_outcome"
     assert "send this same call" in first["suggestion"]
     if harness.adapter != "tool":  # a tool wrapped on its own does not know its siblings
@@ -161,7 +156,7 @@ def test_checking_then_sending_the_write_again_finishes_the_job(
     assert results[2]["a3"].status == "success", results[2]["a3"].content
     assert orders.effects == ["W1"]
     assert len(orders.keys) == 2 and orders.keys[0] == orders.keys[1]  # same idempotency key
-    assert _body(results[3]["a4"])["error"] == "duplicate_call"
+    assert envelope(results[3]["a4"])["error"] == "duplicate_call"
     assert orders.effects == ["W1"]
 
 
@@ -197,7 +192,7 @@ def test_a_verified_rerun_backs_off_and_says_it_ran_twice(harness: Harness) -> N
             policies={"cancel_pending_order": policy},
             config={"configurable": {"thread_id": f"verify-{harness.mode}"}},
         )
-    data = _body(result["v1"])
+    data = envelope(result["v1"])
     assert data["error"] == "unknown_outcome"
     assert "twice" in data["message"] and "not sent a third time" in data["message"]
     assert "ConnectionResetError" in data["message"] and "ToolRaised" not in data["message"]
@@ -299,14 +294,14 @@ def test_a_write_sent_again_while_its_timed_out_attempt_still_runs_waits_for_it(
         thread_id=f"landing-{harness.mode}",
         before_turn=before_turn,
     )
-    assert _body(results[0]["s1"])["error"] == "unknown_outcome"
+    assert envelope(results[0]["s1"])["error"] == "unknown_outcome"
     again = results[1]["s2"]
     assert again.status == "success"  # the write the model meant was done, once
     assert "finished after all" in str(again.content)
     assert "order W1 cancelled" in str(again.content)
     assert again.response_metadata["resilience"]["served_by"] == "dedup"
     assert effects == ["W1"]
-    third = _body(results[2]["s3"])  # a repeat after that is a repeat of a done write
+    third = envelope(results[2]["s3"])  # a repeat after that is a repeat of a done write
     assert third["error"] == "duplicate_call" and "finished after all" in third["message"]
     assert effects == ["W1"]
 
@@ -323,7 +318,7 @@ def test_a_read_refused_with_503_and_retry_after_says_when_to_come_back(
         [tool_call("get_order_details", {"order_id": "W1"}, id="g1")],
         policy=ToolPolicy(retry=1),
     )
-    data = _body(result["g1"])
+    data = envelope(result["g1"])
     assert data["error"] == "transient_failure" and data["retry_after_s"] == 7
 
 
@@ -350,7 +345,7 @@ def test_an_idempotent_write_is_never_named_as_the_check(testing: None) -> None:
     graph.add_edge("tools", END)
     ai = AIMessage("", tool_calls=[tool_call("cancel_pending_order", CANCEL, id="k1")])
     out = graph.compile().invoke({"messages": [ai]}, {"configurable": {"thread_id": "keyed"}})
-    data = _body(out["messages"][-1])
+    data = envelope(out["messages"][-1])
     assert data["check"] == {"tool": "get_order_details", "args": {"order_id": "W1"}}
 
 
@@ -408,7 +403,7 @@ def test_the_check_after_an_unknown_outcome_reads_the_truth(harness: Harness) ->
         [tool_call("get_order_details", read, id="u3")],
     ]
     results = harness.run_turns(orders.tools(), turns, thread_id=f"truth-{harness.mode}")
-    assert _body(results[1]["u2"])["error"] == "unknown_outcome"
+    assert envelope(results[1]["u2"])["error"] == "unknown_outcome"
     assert json.loads(results[2]["u3"].content)["status"] == "cancelled"
 
 
@@ -469,6 +464,6 @@ def test_a_declared_check_is_the_one_named(harness: Harness, testing: None) -> N
         policies={"cancel_pending_order": policy},
         config={"configurable": {"thread_id": f"declared-{harness.mode}"}},
     )
-    check = _body(result["d1"])["check"]
+    check = envelope(result["d1"])["check"]
     assert check["tool"] == "get_order_details"
     assert check["args"] == ({} if harness.adapter == "tool" else {"order_id": "W1"})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import threading
 import time
 from collections import Counter
@@ -22,6 +21,7 @@ from langchain_resilient_tools.pipeline.limit import stage as limit_stage
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
+from tests.support.answers import error_of
 from tests.support.calls import make_call
 from tests.tools import CALLS, counted, started
 
@@ -50,13 +50,6 @@ class FakeService:
             return response.text
 
         return counted(name, call)
-
-
-def envelope(result: Any, call_id: str) -> dict[str, Any]:
-    message = result[call_id]
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(message.content)
-    return data
 
 
 def test_a_read_refused_with_429_waits_the_hinted_time(harness: Harness, testing_mode: Any) -> None:
@@ -89,7 +82,7 @@ def test_refused_writes_can_be_left_unretried(harness: Harness) -> None:
         [tool_call("create_order", {"item": "a"}, id="c1")],
         policy=policy,
     )
-    data = envelope(result, "c1")
+    data = error_of(result, "c1")
     assert data["error"] == "rate_limited"  # not unknown_outcome: the service refused it
     assert data["retry_after_s"] == 2.0 and data["retryable"] is True
     assert data["attempts"] == 1 and service.acted["/create_order/a"] == 0
@@ -104,7 +97,7 @@ def test_a_hint_past_the_deadline_is_answered_at_once(harness: Harness, testing_
         [tool_call("get_quote", {"item": "a"}, id="c1")],
         policy=policy,
     )
-    data = envelope(result, "c1")
+    data = error_of(result, "c1")
     assert data["error"] == "rate_limited" and data["retry_after_s"] == 30.0
     assert data["attempts"] == 1 and testing_mode.sleeps == []
 
@@ -114,7 +107,7 @@ def test_a_429_without_hint_is_retried_with_backoff(harness: Harness) -> None:
     result = harness.run(
         [service.tool("get_quote")], [tool_call("get_quote", {"item": "a"}, id="c1")]
     )
-    data = envelope(result, "c1")
+    data = error_of(result, "c1")
     assert data["error"] == "rate_limited" and "retry_after_s" not in data
     assert data["attempts"] == 3
 
@@ -155,7 +148,7 @@ def test_an_exception_with_retry_after_attribute_becomes_rate_limited(harness: H
         [tool_call("send_email", {"to": "a@b.c"}, id="c1")],
         policy=policy,
     )
-    data = envelope(result, "c1")
+    data = error_of(result, "c1")
     assert data["error"] == "rate_limited" and data["retry_after_s"] == 4.0
 
 
@@ -210,7 +203,7 @@ def test_waiting_for_a_slot_counts_against_the_deadline(harness: Harness) -> Non
     )
     calls = [tool_call("get_item", {"n": i}, id=f"c{i}") for i in range(2)]
     result = harness.run([tool], calls, policy=policy)
-    errors = sorted(envelope(result, f"c{i}")["error"] for i in range(2))
+    errors = sorted(error_of(result, f"c{i}")["error"] for i in range(2))
     assert errors == ["timeout", "timeout"]
     # The second ran only if the first's slot came free; the first may start late.
     assert started("get_item") in (1, 2)

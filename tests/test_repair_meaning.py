@@ -28,6 +28,7 @@ from langchain_resilient_tools.pipeline.repair.logic import repair_call
 from langchain_resilient_tools.pipeline.repair.names import closest, words
 from langchain_resilient_tools.testing import invalid_call, tool_call
 from tests.conftest import Harness
+from tests.support.answers import error_of
 from tests.tools import CALLS, counted
 
 received: list[dict[str, Any]] = []
@@ -83,13 +84,6 @@ def prefs_object_tool() -> BaseTool:
     return seen_tool("save_prefs", save_prefs)
 
 
-def envelope(result: Any, call_id: str = "c1") -> dict[str, Any]:
-    message = result[call_id]
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(message.content)
-    return data
-
-
 # -- 1. a name is never mapped to a sibling ------------------------------------------
 
 
@@ -102,7 +96,7 @@ def test_a_different_word_is_not_read_as_the_siblings_name(harness: Harness, sen
     read) ``end_available_date``: the call is refused, naming it and the valid names."""
     call = tool_call("list_rooms", {sent: "2024-05-01"}, id="c1")
     result = harness.run([rooms_tool()], [call])
-    data = envelope(result)
+    data = error_of(result)
     assert data["error"] == "invalid_arguments"
     assert [(f["name"], f["problem"]) for f in data["fields"]] == [(sent, "unexpected")]
     for name in (sent, "start_available_date", "end_available_date"):
@@ -137,7 +131,7 @@ def test_an_unknown_argument_is_refused_not_dropped(harness: Harness) -> None:
         "search_art", {"artist": "Bernini", "material": "marble", "loc": "Rome"}, id="c1"
     )
     result = harness.run([art_tool()], [call])
-    data = envelope(result)
+    data = error_of(result)
     assert data["error"] == "invalid_arguments" and data["retryable"] is False
     assert [(f["name"], f["problem"]) for f in data["fields"]] == [("loc", "unexpected")]
     assert "'loc' is not a parameter" in data["message"]
@@ -214,7 +208,7 @@ def test_kwargs_of_a_function_do_not_take_unknown_arguments(harness: Harness) ->
         return "ok"
 
     result = harness.run([search], [tool_call("search", {"query": "q", "loc": "Rome"}, id="c1")])
-    data = envelope(result)
+    data = error_of(result)
     assert "'query', 'kwargs'" in data["message"] and received == []
 
 
@@ -286,7 +280,7 @@ def test_text_that_no_repair_keeps_whole_is_refused(harness: Harness, raw: str) 
     result = harness.run(
         [prefs_tool()], invalid_tool_calls=[invalid_call("save_prefs", raw, id="c1")]
     )
-    data = envelope(result)
+    data = error_of(result)
     assert data["error"] == "malformed_call"
     assert "save_prefs(prefs: string, source?: string)" in data["suggestion"]
     assert received == []
@@ -294,7 +288,7 @@ def test_text_that_no_repair_keeps_whole_is_refused(harness: Harness, raw: str) 
 
 def test_a_missing_required_argument_is_never_invented(harness: Harness) -> None:
     call = tool_call("search_art", {"artist": "Bernini"}, id="c1")
-    data = envelope(harness.run([art_tool()], [call]))
+    data = error_of(harness.run([art_tool()], [call]))
     assert [(f["name"], f["problem"]) for f in data["fields"]] == [("material", "missing")]
     assert received == []
 

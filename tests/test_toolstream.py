@@ -29,6 +29,7 @@ from langchain_resilient_tools import (
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import _LOOPS, Harness
+from tests.support.answers import by_id
 from tests.test_hedge import Releases, releases, stalling_read  # noqa: F401 - the fixture
 from tests.tools import CALLS, failing_tool, flaky_tool, ok_tool
 
@@ -80,7 +81,7 @@ def handles(
             return await run.output()
 
         state = loop_run(harness, drive())
-    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    answers = by_id(state["messages"])
     return found, answers
 
 

@@ -8,7 +8,6 @@ write more than twice, and never twice when the first run may still be going on.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from typing import Annotated, Any
 
@@ -20,6 +19,7 @@ from langchain_resilient_tools.core.errors import AttemptTimeout
 from langchain_resilient_tools.pipeline.verify import Lookup, lookup_outcome, may_run_again, settle
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.support.answers import envelope
 
 
 class OrderService:
@@ -63,12 +63,6 @@ def order_tool(service: OrderService) -> BaseTool:
 CALL = [tool_call("create_order", {"item": "tea"}, id="c1")]
 
 
-def body(message: Any) -> dict[str, Any]:
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(message.content)
-    return data
-
-
 @pytest.fixture(params=["sync", "async"], ids=["sync-verify", "async-verify"])
 def lookup_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -104,7 +98,7 @@ def test_verify_finds_none_runs_once_more_with_the_same_key(
 def test_a_write_never_runs_a_third_time(harness: Harness) -> None:
     service = OrderService("before", "before", None)
     result = harness.run([order_tool(service)], CALL, policy=policy_for(service, "sync"))
-    assert body(result["c1"])["error"] == "unknown_outcome"
+    assert envelope(result["c1"])["error"] == "unknown_outcome"
     assert len(service.keys) == 2 and service.orders == {}
 
 
@@ -119,7 +113,7 @@ def test_a_failed_lookup_answers_unknown_outcome(harness: Harness) -> None:
         CALL,
         policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=broken)),
     )
-    assert body(result["c1"])["error"] == "unknown_outcome"
+    assert envelope(result["c1"])["error"] == "unknown_outcome"
     assert len(service.keys) == 1
 
 
@@ -133,7 +127,7 @@ def test_a_lookup_that_does_not_answer_in_time_is_unknown(harness: Harness) -> N
 
     policy = ToolPolicy(unknown_outcome=UnknownOutcome(verify=stuck, verify_timeout=0.05))
     result = harness.run([order_tool(service)], CALL, policy=policy)
-    assert body(result["c1"])["error"] == "unknown_outcome"
+    assert envelope(result["c1"])["error"] == "unknown_outcome"
     assert len(service.keys) == 1
 
 
@@ -153,7 +147,7 @@ def test_after_a_timeout_a_write_not_found_is_not_run_again(harness: Harness) ->
     tool = StructuredTool.from_function(create_order)
     policy = ToolPolicy(unknown_outcome=UnknownOutcome(verify=slow_lookup), timeout=0.2)  # time for the write to start
     result = harness.run([tool], CALL, policy=policy)
-    assert body(result["c1"])["error"] == "unknown_outcome"
+    assert envelope(result["c1"])["error"] == "unknown_outcome"
     release.set()
     assert len(service.keys) <= 1  # only the abandoned first attempt, if it got there
 
@@ -172,7 +166,7 @@ def test_reads_are_not_verified(harness: Harness) -> None:
     policy = ToolPolicy(retry={"max_attempts": 1}, unknown_outcome=UnknownOutcome(verify=lookup))  # type: ignore[arg-type]
     tool = StructuredTool.from_function(get_order)
     result = harness.run([tool], [tool_call("get_order", {"item": "tea"}, id="c1")], policy=policy)
-    assert body(result["c1"])["error"] == "transient_failure"
+    assert envelope(result["c1"])["error"] == "transient_failure"
     assert calls == []
 
 
