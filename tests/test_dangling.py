@@ -40,6 +40,7 @@ from langchain_resilient_tools import (
     dangling_calls_node,
 )
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
+from tests.support.answers import by_id as answers
 
 
 def provider_problems(messages: Sequence[BaseMessage]) -> list[str]:
@@ -66,10 +67,6 @@ def body(message: ToolMessage) -> dict[str, Any]:
     data = json.loads(str(message.content))
     assert isinstance(data, dict)
     return data
-
-
-def answers(messages: Sequence[BaseMessage]) -> dict[str, ToolMessage]:
-    return {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
 
 
 class Outbox:

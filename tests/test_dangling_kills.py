@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from tests import _dangling_worker as dw
 from tests.chaos.worker import read_lines
+from tests.support.answers import by_id
 from tests.test_dangling import provider_problems
 
 pytestmark = pytest.mark.slow
@@ -53,7 +54,7 @@ def new_message(folder: Path) -> tuple[list[BaseMessage], dict[str, ToolMessage]
     finally:
         conn.close()
     assert provider_problems(state["messages"]) == []
-    answers = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    answers = by_id(state["messages"])
     return model.seen[0], answers
 
 

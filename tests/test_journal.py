@@ -37,6 +37,7 @@ from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.rewind import rewind
+from tests.support.answers import envelope as _envelope
 
 THREAD = "t-1"
 
@@ -192,12 +193,6 @@ def _entries(path: str) -> dict[str, Any]:
     with contextlib.closing(sqlite3.connect(path)) as conn:
         keys = [r[0] for r in conn.execute("SELECT key FROM lrt_state WHERE ns = ?", (NS_JOURNAL,))]
     return {k: backend.get(NS_JOURNAL, k) for k in keys}
-
-
-def _envelope(message: ToolMessage) -> dict[str, Any]:
-    assert message.status == "error", message.content
-    data: dict[str, Any] = json.loads(str(message.content))
-    return data
 
 
 # -- pure decisions ------------------------------------------------------------------------

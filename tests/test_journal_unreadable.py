@@ -24,7 +24,8 @@ from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
-from tests.test_journal import Outbox, Pending, _envelope, saver, send_tool
+from tests.support.answers import envelope as _envelope
+from tests.test_journal import Outbox, Pending, saver, send_tool
 
 __all__ = ["saver"]  # the fixture, shared with tests/test_journal.py (db is conftest's)
 

@@ -29,6 +29,7 @@ from langchain_resilient_tools import (
 from langchain_resilient_tools.core.review import parse_decision
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.support.answers import by_id
 from tests.test_verify import OrderService, order_tool
 
 ASK = ToolPolicy(unknown_outcome="interrupt")
@@ -397,5 +398,5 @@ def test_one_approval_loop_answers_langchains_approvals_and_ours() -> None:
     assert sorted(rendered) == [("create_order", "c1"), ("send_email", "e1")]
     assert counters.emails == ["ann@example.com"]
     assert len(service.keys) == 2  # the order was approved: sent once more, same key
-    answers = {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
+    answers = by_id(out["messages"])
     assert answers["c1"].status == "success" and answers["e1"].status == "success"
