@@ -37,9 +37,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_resilient_tools import (
     ResilientToolNode,
     ResilientToolsMiddleware,
-    ResilientToolsState,
 )
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
+from tests.support.graphs import tools_graph
 
 BACKENDS = ("sqlite_store", "sqlite_saver", "postgres")
 ADAPTERS = (("node", "sync"), ("middleware", "sync"), ("node", "async"), ("middleware", "async"))
@@ -141,7 +141,6 @@ def _model(ai: AIMessage) -> ScriptedChatModel:
 def build(sc: dict[str, Any], adapter: str, saver: Any, store: Any) -> Any:
     """The round's graph: its tools' step comes after ``interrupt_before``."""
     from langchain.agents import create_agent
-    from langgraph.graph import END, START, StateGraph
 
     tools = [email_tool(Path(sc["dir"]))]
     ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id=CALL_ID)])
@@ -150,11 +149,8 @@ def build(sc: dict[str, Any], adapter: str, saver: Any, store: Any) -> Any:
             _model(ai), tools=tools, middleware=[ResilientToolsMiddleware(store=store)],
             checkpointer=saver, store=store, interrupt_before=["tools"],
         )  # fmt: skip
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node("tools", ResilientToolNode(tools, store=store))
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    return graph.compile(checkpointer=saver, store=store, interrupt_before=["tools"])
+    node = ResilientToolNode(tools, store=store)
+    return tools_graph(node, checkpointer=saver, store=store, interrupt_before=["tools"])
 
 
 def _payload(adapter: str) -> dict[str, Any]:

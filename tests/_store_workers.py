@@ -18,17 +18,16 @@ import psycopg
 import redis
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool
-from langgraph.graph import END, START, StateGraph
 from langgraph.store.postgres import PostgresStore
 
 from langchain_resilient_tools import (
     BreakerPolicy,
     ResilientToolNode,
-    ResilientToolsState,
     RetryPolicy,
     ToolPolicy,
     set_testing,
 )
+from tests.support.graphs import tools_graph
 
 POLICY = ToolPolicy(
     timeout=5,
@@ -93,11 +92,7 @@ def run(url: str, calls: list[dict[str, Any]], fail: bool, delay: float, barrier
     set_testing(True)
     with shared_store(url) as store:
         node = ResilientToolNode(_tools(url, fail, delay), policy=POLICY, store=store)
-        graph = StateGraph(ResilientToolsState)
-        graph.add_node("tools", node)
-        graph.add_edge(START, "tools")
-        graph.add_edge("tools", END)
-        app = graph.compile()
+        app = tools_graph(node)
         if barrier is not None:
             barrier.wait(60)
         # Both workers serve the same conversation: the ledger is scoped by its thread.

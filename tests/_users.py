@@ -22,7 +22,6 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolArg, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
-from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import InjectedState, InjectedStore, ToolNode
 from langgraph.store.base import BaseStore
 
@@ -34,6 +33,7 @@ from langchain_resilient_tools import (
     ToolPolicy,
 )
 from langchain_resilient_tools.testing import ScriptedChatModel
+from tests.support.graphs import tools_graph
 
 ADAPTERS = ("node", "tool", "middleware")
 MODES = ("sync", "async")
@@ -147,8 +147,5 @@ def build(
         node: Any = ResilientToolNode([the_tool], policy=policy)
     else:
         node = ToolNode([ResilientTool.wrap(the_tool, policy=policy)], handle_tool_errors=True)
-    graph = StateGraph(UserState, context_schema=Ctx)
-    graph.add_node("tools", node)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    return graph.compile(checkpointer=saver, store=store), None
+    graph = tools_graph(node, UserState, context_schema=Ctx, checkpointer=saver, store=store)
+    return graph, None

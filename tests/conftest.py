@@ -19,19 +19,18 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from langchain_resilient_tools import (
     ResilientTool,
     ResilientToolNode,
-    ResilientToolsState,
     ToolPolicy,
     set_testing,
 )
 from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.testing import ScriptedChatModel
 from tests.support.answers import by_id
+from tests.support.graphs import tools_graph
 
 ADAPTERS = ("node", "tool", "middleware")
 _LOOPS: list[asyncio.AbstractEventLoop] = []
@@ -118,12 +117,8 @@ class Harness:
             ]
             self.adapters.extend(wrapped)
             node = ToolNode(wrapped, handle_tool_errors=True)
-        graph = StateGraph(ResilientToolsState)
-        graph.add_node("tools", node)
-        graph.add_edge(START, "tools")
-        graph.add_edge("tools", END)
-        return graph.compile(
-            checkpointer=checkpointer, store=store, interrupt_before=interrupt_before
+        return tools_graph(
+            node, checkpointer=checkpointer, store=store, interrupt_before=interrupt_before
         )
 
     def invoke(

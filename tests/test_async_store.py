@@ -19,7 +19,6 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import Op, PutOp, Result
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 from langgraph.store.memory import InMemoryStore
@@ -29,7 +28,6 @@ from langchain_resilient_tools import (
     Cache,
     ResilientTool,
     ResilientToolNode,
-    ResilientToolsState,
     ToolPolicy,
 )
 from langchain_resilient_tools.core.idempotency import derive_key
@@ -38,6 +36,7 @@ from langchain_resilient_tools.state.backend import NAMESPACE, decode
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import _LOOPS, Harness
 from tests.rewind import rewind
+from tests.support.graphs import tools_graph
 from tests.tools import CALLS, ok_tool
 
 POLICY = ToolPolicy(
@@ -82,11 +81,7 @@ async def _with_opener(store: GatedStore, work: Any) -> Any:
 
 def test_the_node_reaches_a_slow_store_off_the_event_loop() -> None:
     store = GatedStore()
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node("tools", ResilientToolNode([ok_tool()], policy=POLICY, store=store))
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    app = graph.compile()
+    app = tools_graph(ResilientToolNode([ok_tool()], policy=POLICY, store=store))
     ai = AIMessage("", tool_calls=[tool_call("get_weather", {"city": "Oslo"}, id="c1")])
 
     async def main() -> tuple[Any, str]:

@@ -20,6 +20,7 @@ from langchain_resilient_tools import Cache
 from langchain_resilient_tools.state.backend import TABLE
 from langchain_resilient_tools.state.postgres import PostgresBackend
 from langchain_resilient_tools.testing import tool_call
+from tests.support.graphs import tools_graph
 
 pytestmark = pytest.mark.slow  # PostgreSQL and worker processes: CI runs it on one Python
 
@@ -65,13 +66,11 @@ def test_an_async_graph_shares_state_through_async_postgres_store(pg_url: str, d
     import asyncio
 
     from langchain_core.messages import AIMessage
-    from langgraph.graph import END, START, StateGraph
     from langgraph.store.postgres import AsyncPostgresStore
 
     from langchain_resilient_tools import (
         BreakerPolicy,
         ResilientToolNode,
-        ResilientToolsState,
         ToolPolicy,
     )
     from tests.tools import CALLS, ok_tool
@@ -81,11 +80,7 @@ def test_an_async_graph_shares_state_through_async_postgres_store(pg_url: str, d
     thread: Any = {"configurable": {"thread_id": "t1"}}  # no thread: nothing is shared
 
     def app(store: Any) -> Any:
-        graph = StateGraph(ResilientToolsState)
-        graph.add_node("tools", ResilientToolNode([ok_tool()], policy=policy, store=store))
-        graph.add_edge(START, "tools")
-        graph.add_edge("tools", END)
-        return graph.compile()
+        return tools_graph(ResilientToolNode([ok_tool()], policy=policy, store=store))
 
     async def main() -> list[Any]:
         answers = []

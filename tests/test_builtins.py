@@ -40,7 +40,6 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import NodeTimeoutError
-from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, RetryPolicy, TimeoutPolicy
 
@@ -48,13 +47,13 @@ from langchain_resilient_tools import (
     ResilientTool,
     ResilientToolNode,
     ResilientToolsMiddleware,
-    ResilientToolsState,
     ToolPolicy,
 )
 from langchain_resilient_tools.adapters.layers import Layers, inner_layers
 from langchain_resilient_tools.core.errors import UsageError
 from langchain_resilient_tools.testing import ScriptedChatModel, invalid_call, tool_call
 from tests.support.answers import envelope
+from tests.support.graphs import tools_graph
 
 LAYERS_LOG = "langchain_resilient_tools.adapters.layers"
 SECRET = "password=hunter2"
@@ -488,11 +487,7 @@ class Hang:
 
 
 def _graph(node: Any, checkpointer: Any = None, **node_kw: Any) -> Any:
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node("tools", node, **node_kw)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    return graph.compile(checkpointer=checkpointer)
+    return tools_graph(node, node_kw=node_kw, checkpointer=checkpointer)
 
 
 async def test_our_timeouts_answer_inside_a_node_timeout() -> None:

@@ -20,7 +20,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import MessagesState
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
@@ -32,6 +32,7 @@ from langchain_resilient_tools import (
     ToolPolicy,
 )
 from langchain_resilient_tools.testing import ScriptedChatModel
+from tests.support.graphs import tools_graph
 
 CONFIG: Any = {"configurable": {"__pregel_runtime": Runtime()}}
 POLICY = ToolPolicy(timeout=20.0)
@@ -92,12 +93,9 @@ def _call(i: int = 1) -> dict[str, Any]:
 
 
 async def _run_node(node: Any, calls: int) -> list[Any]:
-    graph = StateGraph(MessagesState)
-    graph.add_node("tools", node)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
+    graph = tools_graph(node, MessagesState)
     ai = AIMessage("", tool_calls=[_call(i) for i in range(calls)])
-    out = await graph.compile().ainvoke({"messages": [ai]})
+    out = await graph.ainvoke({"messages": [ai]})
     return [m.content for m in out["messages"][1:]]
 
 

@@ -28,6 +28,7 @@ from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.support.answers import by_id, envelope
 from tests.support.calls import make_call
+from tests.support.graphs import tools_graph
 from tests.tools import CALLS, counted, failing_tool, flaky_tool, ok_tool
 
 
@@ -546,15 +547,10 @@ def test_the_first_of_identical_calls_is_the_one_that_runs(harness: Harness) -> 
 def test_without_a_thread_dedup_stays_within_one_message() -> None:
     """Without a thread id a graph may serve many users: no result crosses messages."""
     from langchain_core.messages import AIMessage
-    from langgraph.graph import END, START, StateGraph
 
-    from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
+    from langchain_resilient_tools import ResilientToolNode
 
-    g = StateGraph(ResilientToolsState)
-    g.add_node("tools", ResilientToolNode([book_tool()]))
-    g.add_edge(START, "tools")
-    g.add_edge("tools", END)
-    graph = g.compile()
+    graph = tools_graph(ResilientToolNode([book_tool()]))
     twice = [tool_call("book_flight", {"city": "Oslo"}, id=f"a{i}") for i in range(2)]
     out = graph.invoke({"messages": [AIMessage("", tool_calls=twice)]})
     assert CALLS["book_flight"] == 1  # the twin in the same message is blocked

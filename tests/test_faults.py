@@ -14,7 +14,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolArg, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import MessagesState
 from langgraph.prebuilt import InjectedState, ToolNode
 
 from langchain_resilient_tools import ResilientTool, ToolPolicy
@@ -28,6 +28,7 @@ from langchain_resilient_tools.testing import (
     with_faults,
 )
 from tests.conftest import Harness
+from tests.support.graphs import tools_graph
 
 BEFORE = {Fault.REFUSED, Fault.RESET, Fault.RATE_LIMITED, Fault.UNAVAILABLE}
 """Faults raised before the tool body runs (no effect)."""
@@ -254,11 +255,9 @@ def test_a_plain_tool_node_injects_state_and_meets_the_fault() -> None:
         return f"{label}: {len(state['messages'])}"
 
     plan = first_only(Fault.REFUSED, "count_messages", {"label": "a"})
-    graph = StateGraph(MessagesState)
-    graph.add_node("tools", ToolNode([with_faults(count_messages, plan)], handle_tool_errors=True))
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    app = graph.compile()
+    app = tools_graph(
+        ToolNode([with_faults(count_messages, plan)], handle_tool_errors=True), MessagesState
+    )
     ai = AIMessage("", tool_calls=[tool_call("count_messages", {"label": "a"}, id="1")])
     first = app.invoke({"messages": [ai]})["messages"][-1]
     assert first.status == "error" and "ConnectionRefusedError" in str(first.content)

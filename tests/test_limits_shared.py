@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.graph import END, START, StateGraph
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import (
@@ -25,7 +24,6 @@ from langchain_resilient_tools import (
     Limits,
     ResilientTool,
     ResilientToolNode,
-    ResilientToolsState,
     Shared,
     Timeouts,
     ToolPolicy,
@@ -42,6 +40,7 @@ from langchain_resilient_tools.testing import tool_call
 from tests._limit_workers import most_in_window
 from tests.clock import FakeClock
 from tests.support.calls import make_call
+from tests.support.graphs import tools_graph
 from tests.tools import CALLS, counted
 
 WORKERS = [(a, m) for a in ("node", "tool") for m in ("sync", "async")]
@@ -78,11 +77,7 @@ class Worker:
     def __init__(self, adapter: str, mode: str, tool: BaseTool, policy: ToolPolicy, store: Any):
         self.mode = mode
         if adapter == "node":
-            graph = StateGraph(ResilientToolsState)
-            graph.add_node("tools", ResilientToolNode([tool], policy=policy, store=store))
-            graph.add_edge(START, "tools")
-            graph.add_edge("tools", END)
-            self.node: Any = graph.compile()
+            self.node: Any = tools_graph(ResilientToolNode([tool], policy=policy, store=store))
         else:
             self.node = ResilientTool.wrap(tool, policy=policy, store=store)
         self.adapter = adapter

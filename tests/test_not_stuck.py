@@ -22,6 +22,7 @@ from langchain_resilient_tools import ToolPolicy, UnknownOutcome, set_testing
 from langchain_resilient_tools.testing import ServiceRefused, tool_call
 from tests.conftest import Harness
 from tests.support.answers import envelope
+from tests.support.graphs import tools_graph
 
 
 class ConnectTimeout(Exception):
@@ -224,7 +225,7 @@ def test_a_read_after_a_write_in_another_worker_runs_again() -> None:
     """Two workers share dedup through a store: a write that took effect in one makes the
     other's reused read of the thread stale, though that worker counted no write itself."""
     from langchain_core.messages import AIMessage
-    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.graph import MessagesState
     from langgraph.store.memory import InMemoryStore
 
     from langchain_resilient_tools import ResilientToolNode
@@ -233,11 +234,7 @@ def test_a_read_after_a_write_in_another_worker_runs_again() -> None:
     store, orders = InMemoryStore(), Orders()
 
     def worker() -> Any:
-        graph = StateGraph(MessagesState)
-        graph.add_node("tools", ResilientToolNode(orders.tools(), store=store))
-        graph.add_edge(START, "tools")
-        graph.add_edge("tools", END)
-        return graph.compile()
+        return tools_graph(ResilientToolNode(orders.tools(), store=store), MessagesState)
 
     one, two = worker(), worker()
     config = {"configurable": {"thread_id": "two-workers"}}
@@ -326,9 +323,8 @@ def test_an_idempotent_write_is_never_named_as_the_check(testing: None) -> None:
     """Only reads are checks: a write that is safe to repeat (its service honours keys)
     still changes things, so it is not what the model is told to check with."""
     from langchain_core.messages import AIMessage
-    from langgraph.graph import END, START, StateGraph
 
-    from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
+    from langchain_resilient_tools import ResilientToolNode
 
     orders = Orders()
     orders.plan = [("before", ConnectionResetError(104, "Connection reset by peer"))]
@@ -339,12 +335,9 @@ def test_an_idempotent_write_is_never_named_as_the_check(testing: None) -> None:
 
     tools = [*orders.tools(), StructuredTool.from_function(archive_order)]
     node = ResilientToolNode(tools, policies={"archive_order": ToolPolicy(idempotency_key=True)})
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node("tools", node)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
+    graph = tools_graph(node)
     ai = AIMessage("", tool_calls=[tool_call("cancel_pending_order", CANCEL, id="k1")])
-    out = graph.compile().invoke({"messages": [ai]}, {"configurable": {"thread_id": "keyed"}})
+    out = graph.invoke({"messages": [ai]}, {"configurable": {"thread_id": "keyed"}})
     data = envelope(out["messages"][-1])
     assert data["check"] == {"tool": "get_order_details", "args": {"order_id": "W1"}}
 

@@ -26,7 +26,7 @@ from langchain_core.tools import (
     tool,
 )
 from langgraph.config import get_stream_writer
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import MessagesState
 from langgraph.prebuilt import InjectedState, InjectedStore, ToolNode, ToolRuntime
 from langgraph.runtime import Runtime
 from langgraph.store.memory import InMemoryStore
@@ -35,6 +35,7 @@ from pydantic import BaseModel
 
 from langchain_resilient_tools import ResilientToolNode
 from langchain_resilient_tools.testing import tool_call
+from tests.support.graphs import tools_graph
 
 CLASSES = (ToolNode, ResilientToolNode)
 
@@ -266,11 +267,7 @@ def run_with(cls: type[ToolNode], s: Scenario, run: Run) -> Any:
         if run.mode == "sync":
             return _outcome(lambda: node.invoke(payload, config))
         return _outcome(lambda: asyncio.run(node.ainvoke(payload, config)))
-    graph = StateGraph(s.state)
-    graph.add_node("tools", node)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    compiled = graph.compile(store=store)
+    compiled = tools_graph(node, s.state, store=store)
     if run.mode == "sync":
         return _outcome(lambda: compiled.invoke(payload))
     return _outcome(lambda: asyncio.run(compiled.ainvoke(payload)))
@@ -616,11 +613,7 @@ def test_node_handle_tool_errors_unhandled_types_raise(way: Run, handler: Any) -
 
 
 def _custom_events(cls: type[ToolNode], mode: str) -> list[Any]:
-    graph = StateGraph(MessagesState)
-    graph.add_node("tools", cls([streamer, astreamer]))
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    compiled = graph.compile()
+    compiled = tools_graph(cls([streamer, astreamer]), MessagesState)
     calls = [  # two sync calls: a step of several calls runs them on worker threads
         tool_call("streamer", {"text": "Ab"}, id="c1"),
         tool_call("streamer", {"text": "Xy"}, id="c3"),

@@ -19,19 +19,16 @@ from langgraph.managed import RemainingSteps
 from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
 from langchain_resilient_tools.state.graph import ERRORS_MAX_RECORDS, append_records
 from langchain_resilient_tools.testing import ScriptedChatModel, invalid_call, tool_call
+from tests.support.graphs import tools_graph
 from tests.tools import failing_tool, ok_tool
 
 LOGGER = "langchain_resilient_tools"
 
 
 def _graph(state: type[Any], **node_kwargs: Any) -> Any:
-    graph = StateGraph(state)
-    graph.add_node(
-        "tools", ResilientToolNode([failing_tool("get_x", ValueError("no"))], **node_kwargs)
+    return tools_graph(
+        ResilientToolNode([failing_tool("get_x", ValueError("no"))], **node_kwargs), state
     )
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    return graph.compile()
 
 
 def _turn(i: int) -> dict[str, Any]:

@@ -11,20 +11,17 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import MessagesState
 from langgraph.types import Command, interrupt
 
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
 from langchain_resilient_tools.runtime.steploop import step_loop
 from langchain_resilient_tools.testing import tool_call
+from tests.support.graphs import tools_graph
 
 
 def graph_with(node: Any, **compile_kwargs: Any) -> Any:
-    g = StateGraph(MessagesState)
-    g.add_node("tools", node)
-    g.add_edge(START, "tools")
-    g.add_edge("tools", END)
-    return g.compile(**compile_kwargs)
+    return tools_graph(node, MessagesState, **compile_kwargs)
 
 
 def node_seeing_threads() -> tuple[ResilientToolNode, list[str], list[str]]:

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import MessagesState
 from pydantic import BaseModel
 
 from langchain_resilient_tools import ResilientTool, ResilientToolNode
 from langchain_resilient_tools.testing import tool_call
+from tests.support.graphs import tools_graph
 
 MB = 1 << 20
 
@@ -74,14 +75,10 @@ def test_a_graph_built_per_request_is_freed_with_its_tools() -> None:
     for i in range(300):
         payload = Payload()
         refs.append(weakref.ref(payload))
-        graph = StateGraph(MessagesState)
-        graph.add_node("tools", ResilientToolNode([_tool(payload, i)]))
-        graph.add_edge(START, "tools")
-        graph.add_edge("tools", END)
-        app = graph.compile()
+        app = tools_graph(ResilientToolNode([_tool(payload, i)]), MessagesState)
         name = f"lookup_record_{i % 7}"
         ai = AIMessage("", tool_calls=[tool_call(name, {"key": "k"}, id=f"c{i}")])
         out = app.invoke({"messages": [ai]})
         assert out["messages"][-1].content == f"k: {MB} bytes"
-        del payload, graph, app, out
+        del payload, app, out
     assert _alive(refs) == 0

@@ -20,6 +20,7 @@ from typing_extensions import TypedDict
 
 from langchain_resilient_tools import ResilientToolNode, ToolPolicy
 from langchain_resilient_tools.testing import tool_call
+from tests.support.graphs import tools_graph
 
 NODES = [ToolNode, ResilientToolNode]
 
@@ -34,11 +35,7 @@ class UserState(TypedDict):
 
 
 def graph_with(node: Any, state: type = MessagesState, **compile_kwargs: Any) -> Any:
-    g = StateGraph(state)
-    g.add_node("tools", node)
-    g.add_edge(START, "tools")
-    g.add_edge("tools", END)
-    return g.compile(**compile_kwargs)
+    return tools_graph(node, state, **compile_kwargs)
 
 
 def run(graph: Any, payload: Any, mode: str, config: Any = None) -> Any:

@@ -16,13 +16,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolCallTransformer, ToolRuntime
 
 from langchain_resilient_tools import (
     Hedge,
     ResilientToolNode,
-    ResilientToolsState,
     RetryPolicy,
     ToolPolicy,
 )
@@ -30,6 +28,7 @@ from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import _LOOPS, Harness
 from tests.support.answers import by_id
+from tests.support.graphs import tools_graph
 from tests.test_hedge import Releases, releases, stalling_read  # noqa: F401 - the fixture
 from tests.tools import CALLS, failing_tool, flaky_tool, ok_tool
 
@@ -203,14 +202,9 @@ def _deltas_tool() -> BaseTool:
 
 def test_output_deltas_of_every_attempt_reach_the_one_handle() -> None:
     node = ResilientToolNode([_deltas_tool()], policy=RETRY3)
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node("tools", node)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
+    graph = tools_graph(node)
     ai = AIMessage("", tool_calls=[tool_call("search_docs", {"query": "q"}, id="c1")])
-    run = graph.compile().stream_events(
-        {"messages": [ai]}, version="v3", transformers=[ToolCallTransformer]
-    )
+    run = graph.stream_events({"messages": [ai]}, version="v3", transformers=[ToolCallTransformer])
     seen = [(tc, list(tc.output_deltas)) for tc in run.tool_calls]
     assert [(tc.tool_call_id, deltas) for tc, deltas in seen] == [("c1", ["run 1", "run 2"])]
     assert seen[0][0].output == "result for q"
@@ -227,12 +221,9 @@ def test_tools_a_tool_runs_itself_still_stream() -> None:
 
     tool = StructuredTool.from_function(search_docs, description="Search the docs.")
     node = ResilientToolNode([tool])
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node("tools", node)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
+    graph = tools_graph(node)
     ai = AIMessage("", tool_calls=[tool_call("search_docs", {"query": "q"}, id="c1")])
-    chunks = graph.compile().stream({"messages": [ai]}, stream_mode=["tools"], subgraphs=True)
+    chunks = graph.stream({"messages": [ai]}, stream_mode=["tools"], subgraphs=True)
     events = [(p["event"], p["tool_call_id"]) for _ns, _mode, p in chunks]
     assert events == [
         ("tool-started", "c1"),
@@ -253,10 +244,6 @@ def test_without_a_tools_stream_the_config_is_left_alone() -> None:
     tool = StructuredTool.from_function(search_docs, description="Search the docs.")
     node = ResilientToolNode([tool])
     ai = AIMessage("", tool_calls=[tool_call("search_docs", {"query": "q"}, id="c1")])
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node("tools", node)
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    graph.compile().invoke({"messages": [ai]})
+    tools_graph(node).invoke({"messages": [ai]})
     assert len(seen) == 1
     assert "CallStream" not in {type(h).__name__ for h in getattr(seen[0], "handlers", [])}

@@ -19,7 +19,6 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_core.tracers.langchain import wait_for_all_tracers
-from langgraph.graph import END, START, StateGraph
 from langgraph.types import TracePolicy, omit_payload
 from langsmith import Client
 from langsmith.run_helpers import tracing_context
@@ -27,11 +26,11 @@ from langsmith.run_helpers import tracing_context
 from langchain_resilient_tools import (
     ResilientToolNode,
     ResilientToolsMiddleware,
-    ResilientToolsState,
     UsageError,
 )
 from langchain_resilient_tools.observe.tracing import redact_payload, trace_policy
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
+from tests.support.graphs import tools_graph
 
 SECRET_ARG = "sk-live-zzzzzzzz1234567890abcd"
 SECRET_OUT = "sk-live-abcdef1234567890abcdef"
@@ -176,15 +175,12 @@ def test_a_setting_that_is_not_one_fails_at_construction() -> None:
 def test_a_node_is_traced_by_langgraph_with_the_same_settings() -> None:
     """A `ResilientToolNode` has no hook spans: its run is the node's, whose policy is
     LangGraph's ``add_node(trace_policy=...)``; `trace_policy` gives it the same values."""
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node(
-        "tools", ResilientToolNode([lookup_account]), trace_policy=trace_policy("redact")
+    graph = tools_graph(
+        ResilientToolNode([lookup_account]), node_kw={"trace_policy": trace_policy("redact")}
     )
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
     traces = Traces()
     with tracing_context(enabled=True, client=traces, project_name="test"):
-        out = graph.compile().invoke({"messages": [AIMessage("", tool_calls=[CALL])]})
+        out = graph.invoke({"messages": [AIMessage("", tool_calls=[CALL])]})
     wait_for_all_tracers()
     (node,) = traces.named("tools")
     assert not _has(node["inputs"], SECRET_ARG) and _has(node["inputs"], "acme api_key=***")

@@ -8,17 +8,16 @@ from collections import Counter
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.graph import END, START, StateGraph
 
 from langchain_resilient_tools import (
     ResilientTool,
     ResilientToolNode,
-    ResilientToolsState,
     ToolPolicy,
 )
 from langchain_resilient_tools.runtime.executor import default_runner, dispatch_pool
 from langchain_resilient_tools.testing import tool_call
 from tests.reliability.invariants import STATS
+from tests.support.graphs import tools_graph
 
 N = 1000
 
@@ -60,13 +59,7 @@ def check(answers: list[ToolMessage], executions: Counter[int]) -> None:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_thousand_calls_through_the_node(mode: str) -> None:
     executions: Counter[int] = Counter()
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node(
-        "tools", ResilientToolNode([square_tool(executions)], policy=ToolPolicy(dedup="off"))
-    )
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    app = graph.compile()
+    app = tools_graph(ResilientToolNode([square_tool(executions)], policy=ToolPolicy(dedup="off")))
     ai = AIMessage("", tool_calls=[tool_call("get_square", {"n": i}, id=f"c{i}") for i in range(N)])
     if mode == "sync":
         state = app.invoke({"messages": [ai]})
