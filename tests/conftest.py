@@ -33,6 +33,8 @@ from tests.support.answers import by_id
 from tests.support.graphs import tools_graph
 
 ADAPTERS = ("node", "tool", "middleware")
+GRAPH_ADAPTERS = ("node", "middleware")
+"""The adapters that run a whole step of the graph (a wrapped tool sees one call)."""
 _LOOPS: list[asyncio.AbstractEventLoop] = []
 """Event loops made by harnesses during the current test (closed when it ends)."""
 MODES = ("sync", "async")
@@ -271,6 +273,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(params=[(a, m) for a in ADAPTERS for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}")
 def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    h = Harness(*request.param)
+    yield h
+    h.close()
+
+
+@pytest.fixture(
+    params=[(a, m) for a in GRAPH_ADAPTERS for m in MODES], ids=lambda p: f"{p[0]}-{p[1]}"
+)
+def graph_harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """`harness` for the adapters that see the whole step (a node, the middleware): what
+    a wrapped tool cannot do (interrupt, ask a person) is tested on these."""
     h = Harness(*request.param)
     yield h
     h.close()

@@ -4,7 +4,6 @@ through the adapters; keyword arguments change them group by group."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -108,16 +107,6 @@ def test_critical_write_looks_a_lost_reply_up_instead_of_writing_twice(harness: 
     assert answer.status == "success" and "order o-1 for tea" in str(answer.content)
     assert answer.response_metadata["resilience"]["served_by"] == "verify"
     assert len(service.keys) == 1
-
-
-@pytest.fixture(
-    params=[(a, m) for a in ("node", "middleware") for m in ("sync", "async")],
-    ids=lambda p: f"{p[0]}-{p[1]}",
-)
-def graph_harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    harness = Harness(*request.param)
-    yield harness
-    harness.close()
 
 
 def test_critical_write_without_a_lookup_asks_a_person(graph_harness: Harness) -> None:
