@@ -9,7 +9,7 @@ their runs, so every test checks that nothing ran twice without a person choosin
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -35,14 +35,9 @@ from tests.test_verify import OrderService, order_tool
 ASK = ToolPolicy(unknown_outcome="interrupt")
 
 
-@pytest.fixture(
-    params=[(a, m) for a in ("node", "middleware") for m in ("sync", "async")],
-    ids=lambda p: f"{p[0]}-{p[1]}",
-)
-def h(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    harness = Harness(*request.param)
-    yield harness
-    harness.close()
+@pytest.fixture
+def h(graph_harness: Harness) -> Harness:
+    return graph_harness
 
 
 class Counters:
