@@ -320,6 +320,31 @@ def pg_url(postgres_server: str) -> str:
     return postgres_server
 
 
+@pytest.fixture
+def pg_fresh(pg_url: str) -> str:
+    """The session's PostgreSQL URL with nothing of ours in it for this test: no
+    executions counted, no table of the package's (``state.backend.TABLE``)."""
+    import psycopg
+
+    from langchain_resilient_tools.state.backend import TABLE
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("TRUNCATE executions")
+        conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    return pg_url
+
+
+@pytest.fixture
+def pg_conn(pg_url: str) -> Iterator[Any]:
+    """A connection of this test's own to the session's PostgreSQL server, as
+    LangGraph's `PostgresStore` wants it (autocommit, statements prepared at once;
+    rows stay tuples); closed when the test ends."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True, prepare_threshold=0) as conn:
+        yield conn
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[str]:
     """One throwaway Redis server for the whole session (`tests.redis_server`), its URL;

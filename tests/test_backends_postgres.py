@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -17,7 +16,6 @@ import pytest
 from langgraph.store.postgres import PostgresStore
 
 from langchain_resilient_tools import Cache
-from langchain_resilient_tools.state.backend import TABLE
 from langchain_resilient_tools.state.postgres import PostgresBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.support.graphs import tools_graph
@@ -25,16 +23,8 @@ from tests.support.graphs import tools_graph
 pytestmark = pytest.mark.slow  # PostgreSQL and worker processes: CI runs it on one Python
 
 
-@pytest.fixture
-def db(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE executions")
-        conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        yield conn
-
-
-def test_claim_is_atomic_and_ttls_hold(pg_url: str, db: Any) -> None:
-    a, b = PostgresBackend(PostgresStore(db)), PostgresBackend(PostgresStore(db))
+def test_claim_is_atomic_and_ttls_hold(pg_fresh: str, pg_conn: Any) -> None:
+    a, b = PostgresBackend(PostgresStore(pg_conn)), PostgresBackend(PostgresStore(pg_conn))
     key = uuid.uuid4().hex
     assert a.claim("t", key, "a", ttl=0.3) is True
     assert b.claim("t", key, "b", ttl=0.3) is False
@@ -59,7 +49,7 @@ def test_an_unreachable_server_is_a_backend_error(pg_url: str) -> None:
         backend.get("t", "k")
 
 
-def test_an_async_graph_shares_state_through_async_postgres_store(pg_url: str, db: Any) -> None:
+def test_an_async_graph_shares_state_through_async_postgres_store(pg_fresh: str) -> None:
     """`AsyncPostgresStore` in an async graph: what one node's call left in the store (its
     dedup entry and cached result) answers another node's identical call. (That the
     store is reached off the event loop is shown in tests/test_async_store.py.)"""
@@ -85,7 +75,7 @@ def test_an_async_graph_shares_state_through_async_postgres_store(pg_url: str, d
     async def main() -> list[Any]:
         answers = []
         for _ in range(2):  # two workers' nodes, each on its own store connection
-            async with AsyncPostgresStore.from_conn_string(pg_url) as store:
+            async with AsyncPostgresStore.from_conn_string(pg_fresh) as store:
                 state = await app(store).ainvoke({"messages": [ai]}, thread)
                 answers.append(state["messages"][-1])
         return answers

@@ -15,11 +15,9 @@ import queue
 import time
 from typing import Any
 
-import psycopg
 import pytest
 
 from langchain_resilient_tools.pipeline.breaker.shared import NS_BREAKER
-from langchain_resilient_tools.state.backend import TABLE
 from langchain_resilient_tools.state.choose import as_backend
 from langchain_resilient_tools.testing import tool_call
 from tests import _store_workers
@@ -34,10 +32,7 @@ def url(request: pytest.FixtureRequest) -> str:
     if request.param == "redis":
         found: str = request.getfixturevalue("redis_url")  # emptied for the test
         return found
-    pg: str = request.getfixturevalue("pg_url")
-    with psycopg.connect(pg, autocommit=True) as conn:
-        conn.execute("TRUNCATE executions")
-        conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    pg: str = request.getfixturevalue("pg_fresh")
     return pg
 
 

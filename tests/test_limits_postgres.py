@@ -15,10 +15,8 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from langchain_core.tools import StructuredTool
 from langgraph.store.postgres import PostgresStore
@@ -34,10 +32,10 @@ RATE, CAP = 10, 2
 
 
 @pytest.fixture
-def db(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(pg_url, autocommit=True, prepare_threshold=0) as conn:
-        _limit_workers.setup(conn)
-        yield conn
+def limits_db(pg_conn: Any) -> Any:
+    """A connection to the session's server, the workers' tables set up afresh."""
+    _limit_workers.setup(pg_conn)
+    return pg_conn
 
 
 def _run_workers(url: str, jobs: list[dict[str, Any]], n: int) -> None:
@@ -52,36 +50,36 @@ def _run_workers(url: str, jobs: list[dict[str, Any]], n: int) -> None:
         assert p.exitcode == 0
 
 
-def test_four_workers_hold_one_rate_and_one_cap_together(pg_url: str, db: Any) -> None:
+def test_four_workers_hold_one_rate_and_one_cap_together(pg_url: str, limits_db: Any) -> None:
     jobs = [
         {"tool": "get_quote", "calls": 10, "limits": {"rate_limit": RATE}},
         {"tool": "get_report", "calls": 4, "hold": 0.2, "limits": {"max_concurrency": CAP}},
     ]
     _run_workers(pg_url, jobs, 4)
-    quotes = [s for s, _ in calls(db, "get_quote")]
+    quotes = [s for s, _ in calls(limits_db, "get_quote")]
     assert len(quotes) == 40
     # One bucket for all: the database gave at most R + burst (1) tokens in any second.
-    tokens = grants(db, "get_quote")
+    tokens = grants(limits_db, "get_quote")
     assert len(tokens) == 40
     assert most_in_window(tokens) <= RATE + 1, tokens
     assert tokens[-1] - tokens[0] >= (40 - 1) / RATE - 1e-6  # 40 tokens take 3.9 s, not ~1
     # The tools saw them a moment after each token: on a loaded machine that moment
     # varies by a few hundred ms, which may crowd a second (per process it would be 4 R).
     assert most_in_window(quotes) < 2 * (RATE + 1)
-    reports = calls(db, "get_report")
+    reports = calls(limits_db, "get_report")
     assert len(reports) == 16
     assert most_at_once(reports) <= CAP  # four workers, each allowed 2 by itself
     assert most_at_once(reports) == CAP  # and the slots were used
 
 
-def test_a_killed_workers_slot_comes_back_within_its_lease(pg_url: str, db: Any) -> None:
+def test_a_killed_workers_slot_comes_back_within_its_lease(pg_url: str, limits_db: Any) -> None:
     lease_s = 2.0
     job = {"tool": "get_report", "calls": 1, "hold": 300, "limits": {"max_concurrency": 1, "lease_s": lease_s}}  # fmt: skip
     proc = multiprocessing.get_context("spawn").Process(
         target=_limit_workers.main, args=(pg_url, 0, [job], None)
     )
     proc.start()
-    backend = PostgresBackend(PostgresStore(db))
+    backend = PostgresBackend(PostgresStore(limits_db))
     try:
         until = time.monotonic() + 120
         while backend.acquire_lease("get_report", cap=1, holder="probe", ttl=30):
@@ -94,7 +92,7 @@ def test_a_killed_workers_slot_comes_back_within_its_lease(pg_url: str, db: Any)
         os.kill(proc.pid, signal.SIGKILL)
         proc.join(30)
     killed_at = backend.now()
-    row = db.execute(f"SELECT holders FROM {LEASES} WHERE key = 'get_report'").fetchone()
+    row = limits_db.execute(f"SELECT holders FROM {LEASES} WHERE key = 'get_report'").fetchone()
     (expiry,) = row[0].values()
     assert killed_at < expiry <= killed_at + lease_s  # renewed until it died, then not
     assert not backend.acquire_lease("get_report", cap=1, holder="probe", ttl=30)
@@ -102,13 +100,13 @@ def test_a_killed_workers_slot_comes_back_within_its_lease(pg_url: str, db: Any)
     assert backend.acquire_lease("get_report", cap=1, holder="probe", ttl=30)
 
 
-def _skewed(db: Any, seconds: float) -> PostgresBackend:
+def _skewed(limits_db: Any, seconds: float) -> PostgresBackend:
     """A worker whose own clock is `seconds` off."""
-    return PostgresBackend(PostgresStore(db), clock=lambda: time.time() + seconds)
+    return PostgresBackend(PostgresStore(limits_db), clock=lambda: time.time() + seconds)
 
 
-def test_workers_whose_clocks_disagree_agree_on_expiry(pg_url: str, db: Any) -> None:
-    ahead, behind = _skewed(db, 40.0), _skewed(db, -40.0)
+def test_workers_whose_clocks_disagree_agree_on_expiry(pg_url: str, limits_db: Any) -> None:
+    ahead, behind = _skewed(limits_db, 40.0), _skewed(limits_db, -40.0)
     assert abs(ahead.clock() - behind.clock()) < 0.5  # both read the database's time
     key = uuid.uuid4().hex
     behind.put("t", key, "v", ttl=20)  # on its own clock this expired 20 s ago
@@ -118,7 +116,7 @@ def test_workers_whose_clocks_disagree_agree_on_expiry(pg_url: str, db: Any) -> 
 
 
 def test_a_circuit_opened_by_a_worker_whose_clock_is_behind_stays_open_for_another(
-    pg_url: str, db: Any
+    pg_url: str, limits_db: Any
 ) -> None:
     """Worker A's clock is a minute behind. It opens the circuit for 30 s; without the
     database's clock, worker B would read that as long past and call the service."""
@@ -134,8 +132,8 @@ def test_a_circuit_opened_by_a_worker_whose_clock_is_behind_stays_open_for_anoth
         breaker=BreakerPolicy(failure_threshold=1, recovery_time=30),
     )
     tool = StructuredTool.from_function(get_quote)
-    a = ResilientTool.wrap(tool, policy=policy, store=_skewed(db, -60.0))
-    b = ResilientTool.wrap(tool, policy=policy, store=_skewed(db, 0.0))
+    a = ResilientTool.wrap(tool, policy=policy, store=_skewed(limits_db, -60.0))
+    b = ResilientTool.wrap(tool, policy=policy, store=_skewed(limits_db, 0.0))
     config: Any = {"configurable": {"thread_id": "t1"}}
     a.invoke(
         {"name": "get_quote", "args": {"symbol": "A"}, "id": "c1", "type": "tool_call"}, config
