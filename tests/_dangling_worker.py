@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_resilient_tools import ResilientToolsMiddleware
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 from tests.chaos import worker
+from tests.support.storage import sqlite_connect
 
 THREAD: dict[str, Any] = {"configurable": {"thread_id": "t1"}}
 SEND = AIMessage("", tool_calls=[tool_call("send_email", {"to": "alice@example.com"}, id="call-1")])
@@ -80,7 +81,7 @@ def main(folder: str, kill: str, durability: str = "sync", lag: bool = False) ->
     worker._kill = kill  # the process kills itself there (once)
     if lag:
         _tools_after_the_models_checkpoint()
-    conn = sqlite3.connect(Path(folder) / "checkpoints.db", check_same_thread=False, timeout=30)
+    conn = sqlite_connect(Path(folder) / "checkpoints.db", timeout=30)
     app, _ = agent(Path(folder), conn, [SEND, AIMessage("done")], lag=lag)
     app.invoke({"messages": [HumanMessage("email alice")]}, THREAD, durability=durability)
     raise SystemExit(3)  # never reached its kill point

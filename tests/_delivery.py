@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import traceback
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
@@ -40,6 +39,7 @@ from langchain_resilient_tools import (
 )
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 from tests.support.graphs import tools_graph
+from tests.support.storage import pg_connect, pg_options, sqlite_connect, sqlite_store
 
 BACKENDS = ("sqlite_store", "sqlite_saver", "postgres")
 ADAPTERS = (("node", "sync"), ("middleware", "sync"), ("node", "async"), ("middleware", "async"))
@@ -77,23 +77,14 @@ def storage(sc: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
         if backend.startswith("sqlite"):
             from langgraph.checkpoint.sqlite import SqliteSaver
 
-            conn = sqlite3.connect(folder / "checkpoints.db", check_same_thread=False)
-            stack.callback(conn.close)
+            conn = sqlite_connect(folder / "checkpoints.db", stack)
             yield SqliteSaver(conn), _sqlite_store(sc, stack)
             return
-        import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
         from langgraph.store.postgres import PostgresStore
-        from psycopg.rows import dict_row
 
-        def connect() -> Any:
-            c = psycopg.connect(
-                sc["pg_url"], autocommit=True, prepare_threshold=0, row_factory=dict_row
-            )
-            stack.callback(c.close)
-            return c
-
-        yield PostgresSaver(connect()), PostgresStore(connect())  # type: ignore[arg-type]
+        url = sc["pg_url"]
+        yield PostgresSaver(pg_connect(url, stack)), PostgresStore(pg_connect(url, stack))
 
 
 def _sqlite_store(sc: dict[str, Any], stack: ExitStack) -> Any:
@@ -101,13 +92,7 @@ def _sqlite_store(sc: dict[str, Any], stack: ExitStack) -> Any:
     opens it (``sqlite_store``), or `None`."""
     if sc["backend"] != "sqlite_store":
         return None
-    from langgraph.store.sqlite import SqliteStore
-
-    conn = sqlite3.connect(
-        Path(sc["dir"]) / "store.db", check_same_thread=False, isolation_level=None
-    )
-    stack.callback(conn.close)
-    return SqliteStore(conn)
+    return sqlite_store(Path(sc["dir"]) / "store.db", stack)
 
 
 @asynccontextmanager
@@ -125,9 +110,8 @@ async def astorage(sc: dict[str, Any]) -> AsyncIterator[tuple[Any, Any]]:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from langgraph.store.postgres.aio import AsyncPostgresStore
     from psycopg import AsyncConnection
-    from psycopg.rows import dict_row
 
-    kw: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    kw = pg_options()
     c1 = await AsyncConnection.connect(sc["pg_url"], **kw)
     c2 = await AsyncConnection.connect(sc["pg_url"], **kw)
     async with c1, c2:

@@ -44,7 +44,6 @@ import gc
 import json
 import os
 import signal
-import sqlite3
 import sys
 import time
 import traceback
@@ -60,7 +59,6 @@ from langchain_core.tools import BaseTool, InjectedToolArg, InjectedToolCallId, 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.store.sqlite import SqliteStore
 from langgraph.types import Command
 
 from langchain_resilient_tools import (
@@ -74,6 +72,7 @@ from langchain_resilient_tools import (
 )
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
+from tests.support.storage import pg_connect, sqlite_connect, sqlite_store
 
 CONFIGS: tuple[str, ...] = (
     "toolnode",
@@ -286,42 +285,26 @@ def storage(sc: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     kind, folder = sc["storage"], Path(sc["dir"])
     with ExitStack() as stack:
         if kind.startswith("sqlite"):
-            conn = sqlite3.connect(folder / "checkpoints.db", check_same_thread=False, timeout=30)
-            stack.callback(conn.close)
+            conn = sqlite_connect(folder / "checkpoints.db", stack, timeout=30)
             saver: Any = KillingSqliteSaver(conn)
             store: Any = None
             if kind == "sqlite":
-                sconn = sqlite3.connect(
-                    folder / "store.db", check_same_thread=False, isolation_level=None, timeout=30
-                )
-                stack.callback(sconn.close)
-                store = SqliteStore(sconn)
+                store = sqlite_store(folder / "store.db", stack, timeout=30)
                 store.setup()
         else:
-            import psycopg
             from langgraph.store.postgres import PostgresStore
-            from psycopg.rows import dict_row
 
-            def connect() -> Any:
-                c = psycopg.connect(
-                    sc["pg_url"], autocommit=True, prepare_threshold=0, row_factory=dict_row
-                )
-                stack.callback(c.close)
-                return c
-
-            saver = _postgres_saver()(connect())
-            store = PostgresStore(connect()) if kind == "postgres" else None
+            saver = _postgres_saver()(pg_connect(sc["pg_url"], stack))
+            store = PostgresStore(pg_connect(sc["pg_url"], stack)) if kind == "postgres" else None
         yield saver, store
 
 
 def setup_postgres(url: str) -> None:
     """LangGraph's tables for the PostgreSQL scenarios (once per database)."""
-    import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
-    from psycopg.rows import dict_row
 
-    with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as c:
+    with pg_connect(url) as c:
         PostgresSaver(c).setup()  # type: ignore[arg-type]
         PostgresStore(c).setup()  # type: ignore[arg-type]
 
