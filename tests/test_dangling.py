@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from langchain_resilient_tools import (
 )
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 from tests.support.answers import by_id as answers
+from tests.support.storage import sqlite_connect
 
 
 def provider_problems(messages: Sequence[BaseMessage]) -> list[str]:
@@ -111,7 +111,7 @@ CONFIG = {"configurable": {"thread_id": "t1"}}
 @pytest.fixture
 def sqlite_saver(tmp_path: Path) -> Iterator[SqliteSaver]:
     """A durable checkpointer: the journal lives in its database file."""
-    conn = sqlite3.connect(tmp_path / "checkpoints.db", check_same_thread=False)
+    conn = sqlite_connect(tmp_path / "checkpoints.db")
     try:
         yield SqliteSaver(conn)
     finally:

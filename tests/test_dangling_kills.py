@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import signal
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from tests import _dangling_worker as dw
 from tests.chaos.worker import read_lines
 from tests.support.answers import by_id
+from tests.support.storage import sqlite_connect
 from tests.test_dangling import provider_problems
 
 pytestmark = pytest.mark.slow
@@ -47,7 +47,7 @@ def killed_at(
 
 def new_message(folder: Path) -> tuple[list[BaseMessage], dict[str, ToolMessage]]:
     """The model's input after the user writes again, and the thread's answers."""
-    conn = sqlite3.connect(folder / "checkpoints.db", check_same_thread=False, timeout=30)
+    conn = sqlite_connect(folder / "checkpoints.db", timeout=30)
     try:
         app, model = dw.agent(folder, conn, [AIMessage("Let me check.")])
         state = app.invoke({"messages": [HumanMessage("did it go?")]}, dw.THREAD)
