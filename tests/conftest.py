@@ -376,6 +376,44 @@ def db(tmp_path: Path) -> Iterator[str]:
     yield str(tmp_path / "checkpoints.db")
 
 
+@pytest.fixture
+def saver(harness: Harness) -> Iterator[Any]:
+    """Makes SQLite checkpointers on a path (e.g. `db`): `SqliteSaver`, or
+    `AsyncSqliteSaver` on the async harness's loop (its connections closed when the test
+    ends)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from tests.support.storage import sqlite_connect
+
+    opened: list[Any] = []
+    plain: list[Any] = []
+
+    def make(path: str) -> Any:
+        if harness.mode == "sync":
+            plain.append(sqlite_connect(path))
+            return SqliteSaver(plain[-1])
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        if harness.loop is None or harness.loop.is_closed():
+            harness.loop = asyncio.new_event_loop()
+            _LOOPS.append(harness.loop)
+
+        async def made() -> Any:
+            conn = await aiosqlite.connect(path)
+            opened.append(conn)
+            return AsyncSqliteSaver(conn)
+
+        return harness.loop.run_until_complete(made())
+
+    yield make
+    for sync_conn in plain:
+        sync_conn.close()
+    for conn in opened:
+        if harness.loop is not None and not harness.loop.is_closed():
+            harness.loop.run_until_complete(conn.close())
+
+
 @pytest.fixture(autouse=True)
 def close_harness_loops() -> Iterator[None]:
     """Every harness keeps one event loop for its runs; close them after each test."""

@@ -37,10 +37,8 @@ from langchain_resilient_tools.state.redis import RedisBackend
 from langchain_resilient_tools.testing import tool_call
 from tests import _redis_workers, redis_server
 from tests.conftest import Harness
-from tests.test_journal import Outbox, Pending, _entries, saver, send_tool
+from tests.test_journal import Outbox, Pending, _entries, send_tool
 from tests.tools import CALLS, counted
-
-__all__ = ["saver"]  # the fixture, shared with tests/test_journal.py
 
 THREAD = {"configurable": {"thread_id": "conversation-1"}}
 

@@ -8,20 +8,17 @@ crash meets (tests/test_crash_safety.py kills real worker processes).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.prebuilt import InjectedStore
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
@@ -62,41 +59,6 @@ def send_tool(box: Outbox) -> BaseTool:
         return box.send(to, idempotency_key)
 
     return StructuredTool.from_function(send_email)
-
-
-@pytest.fixture
-def saver(harness: Harness) -> Iterator[Any]:
-    """Makes SQLite checkpointers on a path: `SqliteSaver`, or `AsyncSqliteSaver` on the
-    async harness's loop (its connections closed when the test ends)."""
-    opened: list[Any] = []
-    plain: list[sqlite3.Connection] = []
-
-    def make(path: str) -> Any:
-        if harness.mode == "sync":
-            plain.append(sqlite3.connect(path, check_same_thread=False))
-            return SqliteSaver(plain[-1])
-        import aiosqlite
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        from tests.conftest import _LOOPS
-
-        if harness.loop is None or harness.loop.is_closed():
-            harness.loop = asyncio.new_event_loop()
-            _LOOPS.append(harness.loop)
-
-        async def made() -> Any:
-            conn = await aiosqlite.connect(path)
-            opened.append(conn)
-            return AsyncSqliteSaver(conn)
-
-        return harness.loop.run_until_complete(made())
-
-    yield make
-    for sync_conn in plain:
-        sync_conn.close()
-    for conn in opened:
-        if harness.loop is not None and not harness.loop.is_closed():
-            harness.loop.run_until_complete(conn.close())
 
 
 def _snapshot(harness: Harness, graph: Any, config: dict[str, Any]) -> Any:

@@ -24,9 +24,7 @@ from langchain_resilient_tools.state import sqlite as sqlite_state
 from langchain_resilient_tools.state.backend import BackendError
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from tests.conftest import Harness
-from tests.test_journal import Outbox, Pending, _entries, saver, send_tool
-
-__all__ = ["saver"]  # the fixture, shared with tests/test_journal.py
+from tests.test_journal import Outbox, Pending, _entries, send_tool
 
 
 def _rollback_mode_file(path: str) -> sqlite3.Connection:

@@ -25,9 +25,7 @@ from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.support.answers import envelope as _envelope
-from tests.test_journal import Outbox, Pending, saver, send_tool
-
-__all__ = ["saver"]  # the fixture, shared with tests/test_journal.py (db is conftest's)
+from tests.test_journal import Outbox, Pending, send_tool
 
 
 class _Broken:
