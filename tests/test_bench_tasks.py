@@ -9,7 +9,6 @@ from bench.tasks import synthetic
 from bench.tasks.arms import ARMS
 from bench.tasks.core import Action
 from bench.tasks.run import run_episode, summarize, unanswered, write_counts
-from langchain_resilient_tools import set_testing
 from langchain_resilient_tools.testing import Fault, FaultPlan
 
 DOMAIN = synthetic.domain()
@@ -28,13 +27,6 @@ def _lost_reply_once() -> FaultPlan:
         ):
             return plan
     raise AssertionError("no seed found")
-
-
-@pytest.fixture(autouse=True)
-def _testing_mode():
-    set_testing(True)
-    yield
-    set_testing(False)
 
 
 @pytest.mark.parametrize("arm", ARMS)

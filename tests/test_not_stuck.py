@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import pytest
@@ -86,16 +85,8 @@ NEVER_SENT = {
 CANCEL = {"order_id": "W1", "reason": "no longer needed"}
 
 
-@pytest.fixture
-def testing() -> Iterator[None]:
-    with set_testing(True):
-        yield
-
-
 @pytest.mark.parametrize("fault", sorted(NEVER_SENT))
-def test_a_write_whose_request_never_left_is_retried(
-    harness: Harness, testing: None, fault: str
-) -> None:
+def test_a_write_whose_request_never_left_is_retried(harness: Harness, fault: str) -> None:
     orders = Orders()
     orders.plan = [("before", NEVER_SENT[fault]())]
     result = harness.run(
@@ -114,7 +105,7 @@ def test_a_write_whose_request_never_left_is_retried(
     ids=["reset", "503_without_retry_after"],
 )
 def test_an_ambiguous_failure_of_a_write_stays_unknown(
-    harness: Harness, testing: None, exc: BaseException
+    harness: Harness, exc: BaseException
 ) -> None:
     orders = Orders()
     if isinstance(exc, ServiceRefused):
@@ -132,9 +123,7 @@ def test_an_ambiguous_failure_of_a_write_stays_unknown(
     assert orders.effects == ["W1"] and len(orders.keys) == 1  # never sent twice
 
 
-def test_checking_then_sending_the_write_again_finishes_the_job(
-    harness: Harness, testing: None
-) -> None:
+def test_checking_then_sending_the_write_again_finishes_the_job(harness: Harness) -> None:
     """The sequence that left agents stuck: cancel -> unknown_outcome; read the order
     (still pending); cancel again -> it runs, as the same request; cancel once more ->
     blocked, since it succeeded."""
@@ -303,9 +292,7 @@ def test_a_write_sent_again_while_its_timed_out_attempt_still_runs_waits_for_it(
     assert effects == ["W1"]
 
 
-def test_a_read_refused_with_503_and_retry_after_says_when_to_come_back(
-    harness: Harness, testing: None
-) -> None:
+def test_a_read_refused_with_503_and_retry_after_says_when_to_come_back(harness: Harness) -> None:
     def get_order_details(order_id: str) -> str:
         """The status of an order."""
         raise ServiceRefused(503, retry_after=7)
@@ -319,7 +306,7 @@ def test_a_read_refused_with_503_and_retry_after_says_when_to_come_back(
     assert data["error"] == "transient_failure" and data["retry_after_s"] == 7
 
 
-def test_an_idempotent_write_is_never_named_as_the_check(testing: None) -> None:
+def test_an_idempotent_write_is_never_named_as_the_check() -> None:
     """Only reads are checks: a write that is safe to repeat (its service honours keys)
     still changes things, so it is not what the model is told to check with."""
     from langchain_core.messages import AIMessage
@@ -444,7 +431,7 @@ def test_the_check_is_a_read_about_what_the_write_changes(
     assert (found or {}).get("tool") == expected
 
 
-def test_a_declared_check_is_the_one_named(harness: Harness, testing: None) -> None:
+def test_a_declared_check_is_the_one_named(harness: Harness) -> None:
     """`UnknownOutcome(check=...)` names the read the user knows shows the write, with the
     write's values for its parameters (a wrapped tool, which knows no sibling, names it
     without arguments)."""
