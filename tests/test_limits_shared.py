@@ -28,9 +28,8 @@ from langchain_resilient_tools import (
     Timeouts,
     ToolPolicy,
 )
-from langchain_resilient_tools.core.call import Call, CallRecord
+from langchain_resilient_tools.core.call import Call
 from langchain_resilient_tools.core.errors import AttemptTimeout, BackendError, StateUnavailable
-from langchain_resilient_tools.core.policy import ResolvedPolicy
 from langchain_resilient_tools.pipeline.limit import core, stage
 from langchain_resilient_tools.pipeline.limit.shared import SharedLimit
 from langchain_resilient_tools.state.backend import MemoryBackend, StoreBackend
@@ -363,7 +362,7 @@ def test_the_core_never_waits_for_a_hedge_or_past_the_deadline() -> None:
 def test_a_closed_policy_refuses_when_the_store_fails() -> None:
     clock = FakeClock()
     policy = ToolPolicy(clock=clock, limits=Limits(rate_limit=10), shared=Shared(on_error="closed"))
-    call = Call("c1", "get_item", {}, None, ResolvedPolicy(policy, "get_item"), CallRecord("get_item", "c1"))  # fmt: skip
+    call = make_call("get_item", {}, policy)
     with pytest.raises(StateUnavailable):
         _steps(core.Queue(call, None, None, SharedLimit(FailingLimits(clock=clock), call)))
 
