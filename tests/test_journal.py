@@ -35,6 +35,7 @@ from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
 from tests.rewind import rewind
 from tests.support.answers import envelope as _envelope
+from tests.support.graphs import tools_graph
 
 THREAD = "t-1"
 
@@ -457,19 +458,15 @@ def test_a_journal_on_the_adapters_store_that_fails_does_not_run_the_write(
     """Whatever ``on_error`` says (tests/test_journal_unreadable.py: every adapter)."""
     if harness.adapter != "node":
         pytest.skip("the adapter's store= is the node's here")
-    from langgraph.graph import END, START, StateGraph
 
-    from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
+    from langchain_resilient_tools import ResilientToolNode
 
     box = Outbox()
     for mode in ("closed", "open"):
         box.sent.clear()
         policy = ToolPolicy(dedup="off", shared=Shared(on_error=mode))  # type: ignore[arg-type]
-        graph = StateGraph(ResilientToolsState)
-        graph.add_node("tools", ResilientToolNode([send_tool(box)], policy=policy, store=Failing()))
-        graph.add_edge(START, "tools")
-        graph.add_edge("tools", END)
-        app = graph.compile(checkpointer=InMemorySaver())
+        node = ResilientToolNode([send_tool(box)], policy=policy, store=Failing())
+        app = tools_graph(node, checkpointer=InMemorySaver())
         ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c1")])
         state = harness.invoke(app, {"messages": [ai]}, {"configurable": {"thread_id": mode}})
         answer = state["messages"][-1]
@@ -500,18 +497,14 @@ def test_a_healthy_write_costs_two_journal_round_trips(
 ) -> None:
     if harness.adapter != "node":
         pytest.skip("counted on the node's store=")
-    from langgraph.graph import END, START, StateGraph
 
-    from langchain_resilient_tools import ResilientToolNode, ResilientToolsState
+    from langchain_resilient_tools import ResilientToolNode
 
     counting = Counting(InMemoryStore())
     counting.store.supports_ttl  # noqa: B018 - a real store underneath
     box = Outbox()
-    graph = StateGraph(ResilientToolsState)
-    graph.add_node("tools", ResilientToolNode([send_tool(box)], store=counting))
-    graph.add_edge(START, "tools")
-    graph.add_edge("tools", END)
-    app = graph.compile(checkpointer=InMemorySaver())
+    node = ResilientToolNode([send_tool(box)], store=counting)
+    app = tools_graph(node, checkpointer=InMemorySaver())
     ai = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c1")])
     harness.invoke(app, {"messages": [ai]}, {"configurable": {"thread_id": "x"}})
     assert counting.ops == 2 and len(box.sent) == 1
