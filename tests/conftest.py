@@ -414,6 +414,21 @@ def saver(harness: Harness) -> Iterator[Any]:
             harness.loop.run_until_complete(conn.close())
 
 
+@pytest.fixture
+def sqlite_saver(db: str) -> Iterator[Any]:
+    """A durable `SqliteSaver` on `db` (the journal lives in its database file), for
+    graphs built without a harness; closed when the test ends."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from tests.support.storage import sqlite_connect
+
+    conn = sqlite_connect(db)
+    try:
+        yield SqliteSaver(conn)
+    finally:
+        conn.close()
+
+
 @pytest.fixture(autouse=True)
 def close_harness_loops() -> Iterator[None]:
     """Every harness keeps one event loop for its runs; close them after each test."""

@@ -15,8 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -40,7 +39,6 @@ from langchain_resilient_tools import (
 )
 from langchain_resilient_tools.testing import ScriptedChatModel, tool_call
 from tests.support.answers import by_id as answers
-from tests.support.storage import sqlite_connect
 
 
 def provider_problems(messages: Sequence[BaseMessage]) -> list[str]:
@@ -106,16 +104,6 @@ TWO_CALLS = AIMessage(
     ],
 )
 CONFIG = {"configurable": {"thread_id": "t1"}}
-
-
-@pytest.fixture
-def sqlite_saver(tmp_path: Path) -> Iterator[SqliteSaver]:
-    """A durable checkpointer: the journal lives in its database file."""
-    conn = sqlite_connect(tmp_path / "checkpoints.db")
-    try:
-        yield SqliteSaver(conn)
-    finally:
-        conn.close()
 
 
 def agent(

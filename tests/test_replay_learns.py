@@ -21,9 +21,9 @@ from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
-from tests.test_dangling import CONFIG, TWO_CALLS, Crash, hand_built, sqlite_saver
+from tests.test_dangling import CONFIG, TWO_CALLS, Crash, hand_built
 from tests.test_dangling import Outbox as DanglingOutbox
-from tests.test_journal import THREAD, Outbox, Pending, _intent, saver, send_tool
+from tests.test_journal import THREAD, Outbox, Pending, _intent, send_tool
 
 RESENT = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c2")])
 
@@ -122,4 +122,4 @@ def test_a_dangling_write_answered_from_its_receipt_is_not_run_again_when_resent
     assert json.loads(str(resent[0].content))["error"] == "duplicate_call"
 
 
-assert THREAD and saver and sqlite_saver  # the thread `Pending` runs in; the fixture this file uses
+assert THREAD  # the thread `Pending` runs in
