@@ -87,6 +87,26 @@ def test_a_backoff_that_would_use_up_the_deadline_is_not_waited(
     assert CALLS["search_docs"] == 1
 
 
+def test_a_backoff_that_leaves_the_attempt_its_timeout_is_waited(
+    harness: Harness, testing_mode: Any
+) -> None:
+    """With ``timeout=0.05`` and 1.1 s left, a 1 s backoff leaves the next attempt its
+    whole 0.05 s: it is waited, and the call is tried again."""
+    policy = ToolPolicy(
+        timeout=0.05,
+        retry=RetryPolicy(max_attempts=2, initial_delay=1.0, max_delay=1.0, jitter=0),
+        timeouts=Timeouts(deadline=1.1),
+        clock=FakeClock(),
+    )
+    harness.run(
+        [failing_tool("search_docs", ConnectionError("down"))],
+        [tool_call("search_docs", {"query": "q"}, id="c1")],
+        policy=policy,
+    )
+    assert testing_mode.sleeps == [1.0]
+    assert CALLS["search_docs"] == 2
+
+
 def test_run_wide_deadline_from_config(harness: Harness) -> None:
     clock = FakeClock()
     result = harness.run(

@@ -114,15 +114,16 @@ class _DeadlineWait(wait_base):
 
 
 _LEFT_FOR_ATTEMPT = 0.1
-"""The share of what is left of the deadline that a retry's attempt must still have
-after its backoff: a wait that would take more is not waited out."""
+"""What a retry's attempt must still have after its backoff: a tenth of its own timeout,
+or of what is left of the deadline when that is shorter; a wait that would leave less is
+not waited out."""
 
 
 class _DeadlineStop(stop_base):
     """Stop once the call's deadline has passed, or when the backoff before the next
-    attempt (tenacity computes it before asking) would leave that attempt less than a
-    tenth of what is left: the call is answered now with its last real failure, rather
-    than after the wait with a ``timeout`` of an attempt that had no time to run."""
+    attempt (tenacity computes it before asking) would leave that attempt too little
+    time (`_LEFT_FOR_ATTEMPT`): the call is answered now with its last real failure,
+    rather than after the wait with a ``timeout`` of an attempt that had no time to run."""
 
     def __init__(self, call: Call) -> None:
         self.call = call
@@ -133,7 +134,9 @@ class _DeadlineStop(stop_base):
             return False
         if left <= 0:
             return True
-        if retry_state.upcoming_sleep >= left * (1 - _LEFT_FOR_ATTEMPT):
+        timeout = self.call.resolved.policy.timeout
+        unit = left if timeout is None else min(left, timeout)
+        if left - retry_state.upcoming_sleep < unit * _LEFT_FOR_ATTEMPT:
             _deadline.give_up(self.call)
             return True
         return False
