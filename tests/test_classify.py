@@ -40,6 +40,7 @@ from langchain_resilient_tools.core.errors import (
     StateUnavailable,
     Superseded,
     ThreadsExhausted,
+    ToolErrorType,
     ToolRaised,
     UnknownTool,
     WriteInFlight,
@@ -47,8 +48,15 @@ from langchain_resilient_tools.core.errors import (
 from langchain_resilient_tools.core.policy import PolicyResolver
 from langchain_resilient_tools.pipeline.driver import Pipeline
 from langchain_resilient_tools.testing.faults import ServiceRefused
-from langchain_resilient_tools.text.classify import classify
+from langchain_resilient_tools.text.classify import (
+    classify,
+    error_type,
+    is_unknown_outcome,
+    rule_for,
+)
 from langchain_resilient_tools.text.envelope import envelope
+from langchain_resilient_tools.text.rules import SIGNALS
+from langchain_resilient_tools.text.tool_rules import TOOL_ERRORS
 
 GOLDEN = Path(__file__).with_name("classify_envelopes.json")
 
@@ -253,3 +261,41 @@ def test_every_envelope_is_as_pinned(case: Case) -> None:
 
 def test_every_pinned_envelope_has_its_case() -> None:
     assert set(json.loads(GOLDEN.read_text())) == {c.id for c in CASES}
+
+
+def _row(case: Case) -> tuple[str, int] | None:
+    """Which row of which table classifies the case (`None`: a signal that wraps another
+    failure, `Recorded` or a `Drained` after a failure)."""
+    exc = case.exc()
+    if isinstance(exc, Recorded) or (isinstance(exc, Drained) and exc.after is not None):
+        return None
+    table = "tool" if isinstance(exc, ToolRaised) else "signal"
+    rule = rule_for(exc, _call(case))[1]
+    rows = TOOL_ERRORS if table == "tool" else SIGNALS
+    return table, next(i for i, r in enumerate(rows) if r is rule)
+
+
+def test_every_row_of_both_tables_classifies_a_case() -> None:
+    hit = {_row(case) for case in CASES}
+    every = {("signal", i) for i in range(len(SIGNALS))}
+    every |= {("tool", i) for i in range(len(TOOL_ERRORS))}
+    assert every - hit == set(), "rows no case reaches"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_type_alone_is_the_type_of_the_envelope(case: Case) -> None:
+    """`error_type` and `is_unknown_outcome` answer without writing the envelope, and
+    say what `classify` says."""
+    call = _call(case)
+    failure = classify(case.exc(), call)
+    assert error_type(case.exc(), call) is failure.error
+    assert is_unknown_outcome(case.exc(), call) is (failure.error is ToolErrorType.UNKNOWN_OUTCOME)
+
+
+def test_the_row_of_a_signal_is_its_first_match() -> None:
+    """A subclass's row comes before its base's: `OrphanedWrite` is an
+    `OutcomeStillUnknown`, and says more."""
+    call = _call(Case("x", lambda: LeftUnanswered(), "create_order"))
+    orphaned = rule_for(OrphanedWrite(seconds_ago=1.0), call)[1]
+    assert orphaned.signal is OrphanedWrite
+    assert rule_for(OutcomeStillUnknown("?"), call)[1].signal is OutcomeStillUnknown

@@ -29,7 +29,8 @@ from ..runtime import deadline as _deadline
 from ..runtime.executor import TimedRunner, default_runner
 from ..state.choose import as_backend
 from ..text import messages as m
-from ..text.classify import Failure, classify, error_result, with_check
+from ..text.classify import Failure, classify, with_check
+from ..text.reported import error_result
 from .admit import AdmitStage
 from .attempt import AttemptStage
 from .breaker.stage import BreakerStage

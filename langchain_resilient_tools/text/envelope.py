@@ -14,8 +14,9 @@ from langgraph.types import Command
 from ..core.call import Call
 from ..core.errors import HandledByTool
 from . import messages as m
-from .classify import Failure, redacted
+from .classify import Failure
 from .redact import redact
+from .reported import redacted
 from .truncate import truncate
 
 METADATA_KEY = "resilience"
@@ -93,7 +94,7 @@ def _scrub_text(text: str, call: Call | None = None) -> str:
     """`text` as it is, unless redaction finds something to take out (a secret, a
     traceback, a code location, a host path): then the redacted text. The tool wrote
     this text for `call`'s model (an MCP ``isError`` result): the paths the model sent
-    and those the text names as where the call may go stay (`classify.redacted`).
+    and those the text names as where the call may go stay (`reported.redacted`).
     Without a call (a person's note) only secrets go."""
     limit = max(len(text), 300)
     if call is None:

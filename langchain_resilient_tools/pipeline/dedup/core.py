@@ -21,14 +21,14 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from ...core.call import Call
-from ...core.errors import AttemptTimeout, DuplicateCall, OutcomeStillUnknown, ToolErrorType
+from ...core.errors import AttemptTimeout, DuplicateCall, OutcomeStillUnknown
 from ...core.freshness import wrote
 from ...core.idempotency import key_for_call
 from ...core.key import call_key
 from ...core.policy import DedupMode
 from ...state.graph import has_ledger
 from ...text import messages as m
-from ...text.classify import classify
+from ...text.classify import is_unknown_outcome
 from ...text.envelope import content_of, is_message_list
 from ...text.redact import redact
 from ...text.truncate import text_of
@@ -330,7 +330,7 @@ class Visit:
         is LangGraph control flow (each twin then goes its own way)."""
         if isinstance(exc, GraphBubbleUp):
             return _FAILED
-        if classify(exc, self.call).error is ToolErrorType.UNKNOWN_OUTCOME:
+        if is_unknown_outcome(exc, self.call):
             late = exc.late if isinstance(exc, AttemptTimeout) else None
             if late is None:
                 return _UNKNOWN
