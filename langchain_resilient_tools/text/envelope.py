@@ -12,7 +12,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from ..core.call import Call
-from ..core.errors import HandledByTool
+from ..core.errors import HandledByTool, ToolErrorType
 from . import messages as m
 from .classify import Failure
 from .redact import redact
@@ -249,7 +249,7 @@ def given_up_by_person(message: ToolMessage, note: str | None) -> ToolMessage:
     try:
         body = json.loads(cast(str, message.content))
     except (TypeError, ValueError):
-        body = {"error": "unknown_outcome", "tool": message.name}
+        body = {"error": ToolErrorType.UNKNOWN_OUTCOME.value, "tool": message.name}
     extra = m.HUMAN_NOTE.format(note=_scrub_text(note)) if note else ""
     body["message"] = m.HUMAN_GAVE_UP.format(tool=message.name) + extra
     body["suggestion"] = m.HUMAN_GAVE_UP_HINT
