@@ -143,7 +143,7 @@ class _BudgetStop(stop_base):
     """Stop when the tool's retry budget refuses the retry: asked last, so only a retry
     that would otherwise happen takes from the budget."""
 
-    def __init__(self, budget: RetryBudget) -> None:
+    def __init__(self, budget: RetryAllowance) -> None:
         self.budget = budget
 
     def __call__(self, retry_state: RetryCallState) -> bool:
