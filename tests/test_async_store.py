@@ -26,6 +26,7 @@ from langgraph.store.memory import InMemoryStore
 from langchain_resilient_tools import (
     BreakerPolicy,
     Cache,
+    Fallback,
     ResilientTool,
     ResilientToolNode,
     ToolPolicy,
@@ -40,7 +41,9 @@ from tests.support.graphs import tools_graph
 from tests.tools import CALLS, ok_tool
 
 POLICY = ToolPolicy(
-    breaker=BreakerPolicy(failure_threshold=3, recovery_time=30), cache=Cache(ttl_s=60, stale_s=600)
+    breaker=BreakerPolicy(failure_threshold=3, recovery_time=30),
+    cache=Cache(ttl_s=60),
+    fallback=Fallback(stale_s=600),
 )
 
 
@@ -100,7 +103,10 @@ def test_the_wrapper_reaches_a_slow_store_off_the_event_loop() -> None:
     store = GatedStore()
     # outside a graph (no thread) a result is shared only when it is everyone's
     policy = ToolPolicy(
-        breaker=POLICY.breaker, cache=Cache(ttl_s=60, stale_s=600, scope="global"))
+        breaker=POLICY.breaker,
+        cache=Cache(ttl_s=60, scope="global"),
+        fallback=Fallback(stale_s=600),
+    )
     tool = ResilientTool.wrap(ok_tool(), policy=policy, store=store)
 
     async def main() -> list[Any]:

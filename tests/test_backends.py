@@ -20,7 +20,14 @@ import redis
 from langchain_core.messages import ToolMessage
 from langgraph.store.memory import InMemoryStore
 
-from langchain_resilient_tools import BreakerPolicy, Cache, RetryPolicy, Shared, ToolPolicy
+from langchain_resilient_tools import (
+    BreakerPolicy,
+    Cache,
+    Fallback,
+    RetryPolicy,
+    Shared,
+    ToolPolicy,
+)
 from langchain_resilient_tools.core.errors import UsageError
 from langchain_resilient_tools.state.backend import (
     BackendError,
@@ -302,7 +309,7 @@ def test_stale_cache_is_shared(harness: Harness, graph_store: Any) -> None:
         dedup="off",
         retry=RetryPolicy(max_attempts=1),
         shared=Shared(backend="store"),
-        cache=Cache(stale_s=600),
+        fallback=Fallback(stale_s=600),
     )
     harness.run([ok_tool("get_weather")], [tool_call("get_weather", {"city": "Rome"}, id="w1")], policy=policy, store=store, config=THREAD)  # fmt: skip
 

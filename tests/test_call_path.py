@@ -31,6 +31,7 @@ from langchain_core.tools import tool
 from langchain_resilient_tools import (
     BreakerPolicy,
     Cache,
+    Fallback,
     Limits,
     ResultChecks,
     RetryPolicy,
@@ -174,7 +175,8 @@ def _pipeline(harness: Harness) -> Pipeline:
 POLICIES: dict[str, Callable[[], ToolPolicy | None]] = {
     "default": lambda: None,
     "most-stages-on": lambda: ToolPolicy(
-        cache=Cache(ttl_s=60, stale_s=600),
+        cache=Cache(ttl_s=60),
+        fallback=Fallback(stale_s=600),
         retry=RetryPolicy(max_attempts=3),
         breaker=BreakerPolicy(),
         results=ResultChecks(checks=[lambda value: None]),

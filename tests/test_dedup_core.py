@@ -22,7 +22,7 @@ from langchain_resilient_tools.core.errors import (
     OutcomeStillUnknown,
     ToolRaised,
 )
-from langchain_resilient_tools.pipeline.dedup.core import Do, End, Verdict, Visit
+from langchain_resilient_tools.pipeline.dedup.core import Do, End, Ruling, Visit
 from langchain_resilient_tools.pipeline.dedup.local import LocalLedger
 from langchain_resilient_tools.pipeline.dedup.logic import Action, Entry, age_of, decide
 from langchain_resilient_tools.pipeline.dedup.shared import SharedLedger
@@ -94,7 +94,7 @@ def test_what_the_ledger_said_decides_the_next_step(
     read: bool, action: Action, status: Any, do: Do
 ) -> None:
     visit = visit_of(read=read)
-    assert visit.told(Verdict(action, Entry(status, content="earlier"))) is do
+    assert visit.told(Ruling(action, Entry(status, content="earlier"))) is do
 
 
 def test_a_call_waits_once_for_an_identical_one_then_asks_again() -> None:
@@ -103,13 +103,13 @@ def test_a_call_waits_once_for_an_identical_one_then_asks_again() -> None:
     visit = visit_of()
     entry = Entry("pending")
     waiter: concurrent.futures.Future[None] = concurrent.futures.Future()
-    assert visit.told(Verdict(Action.WAIT, entry, waiter)) is Do.WAIT_ENTRY
+    assert visit.told(Ruling(Action.WAIT, entry, waiter)) is Do.WAIT_ENTRY
     assert visit.waiter is waiter
     # The driver waits, then asks again: a second wait is not offered.
-    assert visit.told(Verdict(Action.WAIT, entry, waiter)) is Do.PASS
+    assert visit.told(Ruling(Action.WAIT, entry, waiter)) is Do.PASS
     write = visit_of(read=False)
-    assert write.told(Verdict(Action.WAIT, entry, waiter)) is Do.WAIT_ENTRY
-    assert write.told(Verdict(Action.WAIT, entry, waiter)) is Do.ANSWER
+    assert write.told(Ruling(Action.WAIT, entry, waiter)) is Do.WAIT_ENTRY
+    assert write.told(Ruling(Action.WAIT, entry, waiter)) is Do.ANSWER
     with pytest.raises(OutcomeStillUnknown):
         write.answer()
 
@@ -117,23 +117,23 @@ def test_a_call_waits_once_for_an_identical_one_then_asks_again() -> None:
 def test_the_answers() -> None:
     reuse = visit_of()
     entry = Entry("ok", content="earlier", repeats=1)
-    reuse.told(Verdict(Action.REUSE, entry))
+    reuse.told(Ruling(Action.REUSE, entry))
     assert reuse.answer() == "earlier"
     assert reuse.call.record.served_by == "dedup"
     assert "1 time(s) before" in reuse.call.record.notices[0]
     assert reuse.call.record.notices[0].endswith("this is the earlier result.")  # age unknown
     aged = visit_of()
-    aged.told(Verdict(Action.REUSE, entry, age=130.0))
+    aged.told(Ruling(Action.REUSE, entry, age=130.0))
     assert aged.answer() == "earlier"
     assert aged.call.record.notices[0].endswith("this is the earlier result, from 2 min ago.")
 
     replay = visit_of()
-    replay.told(Verdict(Action.REPLAY, entry))
+    replay.told(Ruling(Action.REPLAY, entry))
     assert replay.answer() == "earlier"
     assert replay.call.record.notices == []  # its own result: unmarked
 
     unknown = visit_of(read=False)
-    unknown.told(Verdict(Action.REPLAY, Entry("unknown_outcome")))
+    unknown.told(Ruling(Action.REPLAY, Entry("unknown_outcome")))
     with pytest.raises(OutcomeStillUnknown):
         unknown.answer()
 
@@ -145,7 +145,7 @@ def test_the_answers() -> None:
 def test_a_blocked_call_says_why(status: Any, reason: str) -> None:
     visit = visit_of(read=False)
     content = "booked password=hunter2" if status == "ok" else None
-    visit.told(Verdict(Action.BLOCK, Entry(status, content=content, repeats=3)))
+    visit.told(Ruling(Action.BLOCK, Entry(status, content=content, repeats=3)))
     with pytest.raises(DuplicateCall) as raised:
         visit.answer()
     assert (raised.value.reason, raised.value.repeats, raised.value.looping) == (reason, 3, True)
@@ -155,7 +155,7 @@ def test_a_blocked_call_says_why(status: Any, reason: str) -> None:
 
 def test_warn_runs_with_a_notice_shown_before_the_run() -> None:
     visit = visit_of(dedup="warn")
-    assert visit.told(Verdict(Action.WARN, Entry("pending", repeats=1))) is Do.RUN
+    assert visit.told(Ruling(Action.WARN, Entry("pending", repeats=1))) is Do.RUN
     assert visit.call.record.notices == [
         "You asked search_web exactly this before (1 time(s)); this is a fresh result."
     ]
@@ -189,7 +189,7 @@ def test_a_follower_the_ledger_answers() -> None:
 
 def _ran(value: Any, served_by: str = "tool") -> tuple[End, Share | None]:
     visit = visit_of()
-    visit.told(Verdict(Action.RUN, Entry("pending")))
+    visit.told(Ruling(Action.RUN, Entry("pending")))
     visit.call.record.served_by = served_by
     return visit.ran(value), visit.share
 
@@ -210,18 +210,18 @@ def test_what_a_run_leaves() -> None:
 
 def test_what_a_failure_leaves() -> None:
     read = visit_of()
-    read.told(Verdict(Action.RUN, Entry("pending")))
+    read.told(Ruling(Action.RUN, Entry("pending")))
     exc = ToolRaised(ValueError("bad"))
     assert read.failed(exc) == End("failed", keep=False)
     assert read.share is not None and read.share.exc is exc
 
     write = visit_of(read=False)
-    write.told(Verdict(Action.RUN, Entry("pending")))
+    write.told(Ruling(Action.RUN, Entry("pending")))
     assert write.failed(AttemptTimeout(5.0)) == End("unknown_outcome")  # kept: blocks repeats
     assert write.share is None  # its twins are blocked by the ledger, never asked twice
 
     interrupted = visit_of()
-    interrupted.told(Verdict(Action.RUN, Entry("pending")))
+    interrupted.told(Ruling(Action.RUN, Entry("pending")))
     assert interrupted.failed(GraphInterrupt()) == End("failed", keep=False)
     assert interrupted.share is None  # control flow: each twin goes its own way
 
@@ -237,8 +237,8 @@ def test_a_call_cut_short() -> None:
 def test_the_local_ledger_decides_runs_and_answers() -> None:
     ledger = LocalLedger(clock=lambda: 100.0)
     first = visit_of(call_id="c1")
-    verdict = ledger.begin(first)
-    assert first.told(verdict) is Do.RUN and verdict.entry is not None
+    ruling = ledger.begin(first)
+    assert first.told(ruling) is Do.RUN and ruling.entry is not None
     second = visit_of(call_id="c2")
     waiting = ledger.begin(second)
     assert second.told(waiting) is Do.WAIT_ENTRY  # the first still runs
@@ -246,7 +246,7 @@ def test_the_local_ledger_decides_runs_and_answers() -> None:
     assert second.waiter.done()
     assert second.told(ledger.begin(second)) is Do.ANSWER
     assert second.answer() == "fresh" and second.call.record.served_by == "dedup"
-    assert ledger.ledgers["search_web"].get(("thread:t1", second.key)) is verdict.entry
+    assert ledger.ledgers["search_web"].get(("thread:t1", second.key)) is ruling.entry
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
@@ -262,8 +262,8 @@ def test_a_ledger_says_how_old_the_result_it_reuses_is(shared: bool) -> None:
     ledger.end(first, first.ran("fresh"))
     now[0] += 45.0
     second = visit_of(call_id="c2")
-    verdict = ledger.begin(second)
-    assert verdict.action is Action.REUSE and verdict.age == 45.0
+    ruling = ledger.begin(second)
+    assert ruling.action is Action.REUSE and ruling.age == 45.0
     assert age_of(Entry("ok", at=0.0), now[0]) is None
     assert age_of(Entry("ok", at=now[0] + 5), now[0]) == 0.0  # a clock behind: not negative
 
@@ -284,8 +284,8 @@ def test_a_timed_out_write_whose_attempt_already_ended_is_settled_without_deadlo
 
     ledger = LocalLedger(clock=lambda: 100.0)
     visit = visit_of(read=False, call_id="w1")
-    verdict = ledger.begin(visit)
-    assert visit.told(verdict) is Do.RUN
+    ruling = ledger.begin(visit)
+    assert visit.told(ruling) is Do.RUN
     ended: concurrent.futures.Future[str] = concurrent.futures.Future()
     ended.set_result("order W1 cancelled")
     worker = threading.Thread(
@@ -294,6 +294,6 @@ def test_a_timed_out_write_whose_attempt_already_ended_is_settled_without_deadlo
     worker.start()
     worker.join(5)
     assert not worker.is_alive(), "the ledger deadlocked on its own lock"
-    entry = verdict.entry
+    entry = ruling.entry
     assert entry is not None and entry.status == "ok" and entry.landed
     assert entry.late is not None and entry.late.done()

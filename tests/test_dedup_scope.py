@@ -29,6 +29,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import (
     Cache,
+    Fallback,
     ResilientTool,
     ResilientToolNode,
     RetryPolicy,
@@ -58,7 +59,11 @@ TOOLS: dict[str, BaseTool] = {
 FEATURES = {
     "dedup": {},  # the default policy: a read is deduplicated within its thread
     "cache": {"cache": {"ttl_s": 600.0}, "dedup": "off"},
-    "stale": {"cache": {"stale_s": 600.0}, "dedup": "off", "retry": RetryPolicy(max_attempts=1)},
+    "stale": {
+        "fallback": Fallback(stale_s=600.0),
+        "dedup": "off",
+        "retry": RetryPolicy(max_attempts=1),
+    },
 }
 
 

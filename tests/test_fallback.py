@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from langchain_resilient_tools import BreakerPolicy, Cache, RetryPolicy, ToolPolicy
+from langchain_resilient_tools import (
+    BreakerPolicy,
+    Cache,
+    Fallback,
+    RetryPolicy,
+    ToolPolicy,
+    UsageError,
+)
 from langchain_resilient_tools.core.policy import overlay
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
@@ -33,8 +40,8 @@ class Service:
 
 def _policy(clock: FakeClock, **fields: Any) -> ToolPolicy:
     base = ToolPolicy(
-        clock=clock, retry=RetryPolicy(max_attempts=2), cache=Cache(stale_s=600.0, scope="global"),
-        fallback={"forecast": "unknown"}, dedup="off",
+        clock=clock, retry=RetryPolicy(max_attempts=2), cache=Cache(scope="global"),
+        fallback=Fallback(stale_s=600.0, stub={"forecast": "unknown"}), dedup="off",
     )  # fmt: skip
     return overlay(base, ToolPolicy(**fields))  # group by group, as a per-tool policy
 
@@ -80,7 +87,7 @@ def test_too_old_stale_result_falls_through_to_the_stub(harness: Harness) -> Non
 
 
 def test_order_is_configurable(harness: Harness) -> None:
-    policy = _policy(FakeClock(), cache=Cache(fallback_order=("fallback", "stale_cache")))
+    policy = _policy(FakeClock(), fallback=Fallback(order=("fallback", "stale_cache")))
     (_, answer), _ = _run(harness, policy)
     assert answer.response_metadata["resilience"]["served_by"] == "fallback"
 
@@ -92,13 +99,13 @@ def test_callable_fallback_gets_tool_and_args(harness: Harness) -> None:
         seen.append((tool, args))
         return f"no data for {args['city']}"
 
-    (_, answer), _ = _run(harness, _policy(FakeClock(), cache=Cache(stale_s=None), fallback=stub))
+    (_, answer), _ = _run(harness, _policy(FakeClock(), fallback=Fallback(stale_s=None, stub=stub)))
     assert answer.content.endswith("no data for Paris")
     assert seen == [("get_weather", {"city": "Paris"})]
 
 
 def test_without_fallbacks_the_error_envelope_answers(harness: Harness) -> None:
-    policy = _policy(FakeClock(), cache=Cache(stale_s=None), fallback=None)
+    policy = _policy(FakeClock(), fallback=Fallback(stale_s=None, stub=None))
     (_, answer), _ = _run(harness, policy)
     assert answer.status == "error"
     assert json.loads(answer.content)["error"] == "transient_failure"
@@ -143,3 +150,59 @@ def test_write_gets_the_stub_only_when_it_surely_did_not_run(harness: Harness, s
         assert second.status == "success" and "substitute data" in second.content
     else:
         assert json.loads(second.content)["error"] == "circuit_open"
+
+
+# -- the options group, and the spellings of the previous release --------------------
+
+
+def test_the_old_spellings_still_work_and_name_the_new_one(harness: Harness) -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        old = ToolPolicy(
+            clock=FakeClock(), retry=RetryPolicy(max_attempts=2), dedup="off",
+            cache=Cache(scope="global", stale_s=600.0, fallback_order=("stale_cache",)),
+        )  # fmt: skip
+    said = [str(w.message) for w in caught]
+    assert said == [
+        "Cache(stale_s=...) is deprecated: write ToolPolicy(fallback=Fallback(stale_s=...)); "
+        "the old name will be removed in the next minor release",
+        "Cache(fallback_order=...) is deprecated: write ToolPolicy(fallback=Fallback(order=...)); "
+        "the old name will be removed in the next minor release",
+    ]
+    assert {w.filename for w in caught} == {__file__}  # it points at the code that used it
+    assert old.cache == Cache(scope="global")
+    assert old.fallback == Fallback(stale_s=600.0, order=("stale_cache",))
+    (_, stale), _ = _run(harness, old)  # and it serves what the new spelling serves
+    assert stale.response_metadata["resilience"]["served_by"] == "stale_cache"
+
+
+def test_one_option_given_twice_must_agree() -> None:
+    with pytest.warns(DeprecationWarning):
+        same = ToolPolicy(cache=Cache(stale_s=60), fallback=Fallback(stale_s=60, stub="x"))
+    assert same.fallback == Fallback(stale_s=60, stub="x")
+    with pytest.warns(DeprecationWarning), pytest.raises(UsageError, match="two values"):
+        ToolPolicy(cache=Cache(stale_s=60), fallback=Fallback(stale_s=30))
+    with pytest.warns(DeprecationWarning), pytest.raises(UsageError, match=r"Fallback\(order"):
+        ToolPolicy(cache={"fallback_order": ("fallback",)}, fallback=Fallback(order=()))
+    with pytest.raises(ValueError, match="lists a source twice"):
+        Fallback(order=("fallback", "fallback"))
+
+
+def test_an_old_name_read_on_the_cache_says_where_it_is_now() -> None:
+    with pytest.raises(AttributeError, match=r"read ToolPolicy\.fallback\.stale_s"):
+        _ = ToolPolicy().cache.stale_s
+    with pytest.raises(AttributeError, match=r"read ToolPolicy\.fallback\.order"):
+        _ = ToolPolicy().cache.fallback_order
+    with pytest.warns(DeprecationWarning, match=r"read \.fallback\.stale_s"):
+        assert ToolPolicy(fallback=Fallback(stale_s=9)).stale_max_age_s == 9
+
+
+def test_the_shorthand_is_the_stub_whatever_it_is() -> None:
+    """``fallback=data`` keeps its meaning: a dict is stub data, not keyword arguments;
+    ``fallback=None`` is no stub, and an old flat name beside it still takes effect."""
+    assert ToolPolicy(fallback={"stale_s": 1}).fallback == Fallback(stub={"stale_s": 1})
+    assert ToolPolicy(fallback=None).fallback.model_fields_set == {"stub"}
+    with pytest.warns(DeprecationWarning):
+        flat = ToolPolicy(fallback=None, stale_max_age_s=30)
+    assert flat.fallback == Fallback(stale_s=30)
+    merged = overlay(ToolPolicy(fallback=Fallback(stale_s=60)), ToolPolicy(fallback="queued"))
+    assert merged.fallback == Fallback(stale_s=60, stub="queued")  # group by group

@@ -15,6 +15,7 @@ from langchain_resilient_tools import (
     BreakerPolicy,
     Cache,
     Dedup,
+    Fallback,
     Hedge,
     Journal,
     Limits,
@@ -37,7 +38,7 @@ from tests.conftest import Harness
 from tests.tools import CALLS, ok_tool
 
 GROUPS = [
-    Args, Journal, Dedup, Cache, UnknownOutcome, RetryPolicy, RetryBudget, Hedge,
+    Args, Journal, Dedup, Cache, Fallback, UnknownOutcome, RetryPolicy, RetryBudget, Hedge,
     BreakerPolicy, ResultChecks, Limits, Timeouts, AdaptiveTimeout, Output, Shared, ToolPolicy,
 ]  # fmt: skip
 
@@ -150,8 +151,8 @@ def test_old_names_of_one_group_fold_together_and_into_a_group_given() -> None:
     assert policy.cache == Cache(ttl_s=60, scope="global")
     assert policy.cache.model_fields_set == {"ttl_s", "scope"}
     with pytest.warns(DeprecationWarning):
-        policy = ToolPolicy(cache=Cache(stale_s=30), cache_scope="global")
-    assert policy.cache == Cache(stale_s=30, scope="global")
+        policy = ToolPolicy(cache=Cache(ttl_s=30), cache_scope="global")
+    assert policy.cache == Cache(ttl_s=30, scope="global")
     with pytest.warns(DeprecationWarning):
         assert ToolPolicy(hedge=0.3, max_hedges=2).hedge == Hedge(delay=0.3, max_hedges=2)
     with pytest.warns(DeprecationWarning):
@@ -224,11 +225,12 @@ def test_an_option_nothing_like_a_valid_one_lists_them() -> None:
 
 def test_a_per_tool_group_changes_only_the_fields_it_sets() -> None:
     resolver = PolicyResolver(
-        ToolPolicy(cache=Cache(scope="global", stale_s=300), timeout=5),
-        {"search": ToolPolicy(cache=Cache(ttl_s=60))},
+        ToolPolicy(cache=Cache(scope="global"), fallback=Fallback(stale_s=300), timeout=5),
+        {"search": ToolPolicy(cache=Cache(ttl_s=60), fallback="stub")},
     )
-    cache = resolver.resolve("search").policy.cache
-    assert (cache.ttl_s, cache.scope, cache.stale_s) == (60, "global", 300)
+    policy = resolver.resolve("search").policy
+    assert (policy.cache.ttl_s, policy.cache.scope) == (60, "global")
+    assert policy.fallback == Fallback(stale_s=300, stub="stub")  # the shorthand: the stub
     assert resolver.resolve("search").policy.timeout == 5
     assert resolver.resolve("other").policy.cache.ttl_s is None
 
@@ -270,7 +272,9 @@ def test_policies_that_do_not_combine_fail_when_the_adapter_is_built() -> None:
 def test_a_per_tool_cache_ttl_keeps_the_defaults_scope(harness: Harness) -> None:
     """Through an adapter: the default's ``scope="global"`` survives the tool's own TTL,
     so a second thread is served the first thread's result."""
-    default = ToolPolicy(cache=Cache(scope="global", stale_s=300), dedup="off", clock=FakeClock())
+    default = ToolPolicy(
+        cache=Cache(scope="global"), fallback=Fallback(stale_s=300), dedup="off", clock=FakeClock()
+    )
     call = [tool_call("get_weather", {"city": "Oslo"}, id="c1")]
     results = harness.run_turns(
         [ok_tool()], [call, call], policy=default,

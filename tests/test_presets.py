@@ -13,6 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langchain_resilient_tools import (
     BreakerPolicy,
     Cache,
+    Fallback,
     Hedge,
     ResilientTool,
     ResultChecks,
@@ -31,7 +32,7 @@ def test_what_each_preset_sets() -> None:
     read = ToolPolicy.flaky_read()
     assert read.idempotent is True and read.retry.max_attempts == 4
     assert read.hedge == Hedge(delay="auto") and read.breaker == BreakerPolicy()
-    assert read.cache.stale_s == 3600
+    assert read.fallback.stale_s == 3600
     write = ToolPolicy.critical_write()
     assert write.idempotent is False and write.journal.enabled and write.dedup.mode == "block"
     assert write.unknown_outcome.action == "interrupt"
@@ -49,7 +50,7 @@ def _lookup(info: Any) -> None:
 def test_overrides_change_a_preset_group_by_group() -> None:
     read = ToolPolicy.flaky_read(retry=RetryPolicy(initial_delay=1), cache=60, dedup="off")
     assert read.retry == RetryPolicy(max_attempts=4, initial_delay=1)
-    assert read.cache == Cache(ttl_s=60, stale_s=3600)
+    assert read.cache == Cache(ttl_s=60) and read.fallback == Fallback(stale_s=3600)
     assert read.dedup.mode == "off" and read.hedge == Hedge(delay="auto")
     assert ToolPolicy.mcp(timeout=3).timeout == 3
     with pytest.raises(UsageError, match="Did you mean 'retry'"):
@@ -66,7 +67,9 @@ def test_flaky_read_retries_a_tool_whose_name_says_nothing(harness: Harness) -> 
     assert json.loads(str(default["c1"].content))["error"] == "unknown_outcome"
     assert CALLS["acme_quote"] == 1
     CALLS.clear()
-    result = harness.run([flaky_tool("acme_quote", failures=3)], calls, policy=ToolPolicy.flaky_read())
+    result = harness.run(
+        [flaky_tool("acme_quote", failures=3)], calls, policy=ToolPolicy.flaky_read()
+    )
     assert result["c1"].status == "success", result["c1"].content
     assert CALLS["acme_quote"] == 4
 

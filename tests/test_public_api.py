@@ -19,6 +19,7 @@ def test_all_is_pinned_and_sorted() -> None:
         "Cache",
         "CacheKeyInfo",
         "Dedup",
+        "Fallback",
         "Hedge",
         "HumanDecision",
         "IgnoredOptionWarning",

@@ -25,6 +25,7 @@ from langgraph.store.memory import InMemoryStore
 from langchain_resilient_tools import (
     Cache,
     CacheKeyInfo,
+    Fallback,
     ResilientTool,
     RetryPolicy,
     Shared,
@@ -58,8 +59,11 @@ FEATURES = {
 
 
 def _policy(feature: str, **cache: Any) -> ToolPolicy:
+    options = dict(FEATURES[feature])
+    stale = options.pop("stale_s", None)  # the stale fallback's, the rest the cache's
     return ToolPolicy(
-        cache=Cache(**FEATURES[feature], **cache),
+        cache=Cache(**options, **cache),
+        fallback=Fallback(stale_s=stale),
         idempotent=True,
         dedup="off",
         retry=RetryPolicy(max_attempts=1),
@@ -233,9 +237,7 @@ def test_a_pure_tool_shares_across_threads_only_when_told(adapter: str, mode: st
     try:
         for scope, runs in (("thread", 2), ("global", 1)):
             SERVICE["runs"] = 0
-            worker = _worker(
-                adapter, mode, "weather", _policy("cache", scope=scope), _store()
-            )
+            worker = _worker(adapter, mode, "weather", _policy("cache", scope=scope), _store())
             ask(worker, "t1", "c1")
             second = ask(worker, "t2", "c2")
             assert str(second.content).endswith("sunny in Oslo")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from langchain_resilient_tools import RetryBudget as BudgetOptions
-from langchain_resilient_tools import RetryPolicy, ToolPolicy
-from langchain_resilient_tools.pipeline.retry.budget import RetryBudget
+from langchain_resilient_tools import RetryBudget, RetryPolicy, ToolPolicy
+from langchain_resilient_tools.pipeline.retry.budget import RetryAllowance
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
@@ -15,7 +14,7 @@ from tests.tools import CALLS, failing_tool, flaky_tool
 
 def test_budget_allows_minimum_plus_ratio_of_calls() -> None:
     clock = FakeClock()
-    budget = RetryBudget(ratio=0.5, minimum=2, window=10, clock=clock)
+    budget = RetryAllowance(ratio=0.5, minimum=2, window=10, clock=clock)
     for _ in range(4):
         budget.record_call()
     assert [budget.try_spend() for _ in range(5)] == [True, True, True, True, False]
@@ -25,7 +24,7 @@ def test_budget_allows_minimum_plus_ratio_of_calls() -> None:
 
 def test_budget_stops_a_retry_storm(harness: Harness) -> None:
     policy = ToolPolicy(
-        retry=RetryPolicy(max_attempts=5, budget=BudgetOptions(ratio=0.1, min=3)),
+        retry=RetryPolicy(max_attempts=5, budget=RetryBudget(ratio=0.1, min=3)),
         clock=FakeClock(),
         dedup="off",
     )
@@ -43,7 +42,7 @@ def test_budget_stops_a_retry_storm(harness: Harness) -> None:
 
 
 def test_healthy_retries_stay_within_budget(harness: Harness) -> None:
-    policy = ToolPolicy(retry=RetryPolicy(max_attempts=3, budget=BudgetOptions(ratio=0.0, min=2)))
+    policy = ToolPolicy(retry=RetryPolicy(max_attempts=3, budget=RetryBudget(ratio=0.0, min=2)))
     result = harness.run(
         [flaky_tool("search_docs", failures=2)],
         [tool_call("search_docs", {"query": "q"}, id="c1")],

@@ -46,7 +46,7 @@ class Options(BaseModel):
             if not data.keys() <= self._accepted:
                 name = min(data.keys() - self._accepted)
                 raise UsageError(policy_compat.unknown_option(type(self), name))
-            super().__init__(**data)
+            super().__init__(**self.prepare(data))
 
         def __getattr__(self, name: str) -> Any:  # only when no attribute has the name
             reader = type(self)._old_readers.get(name)
@@ -68,6 +68,12 @@ class Options(BaseModel):
     def _fold_old_names(cls, data: Any) -> Any:
         if isinstance(data, dict) and not data.keys() <= cls.model_fields.keys():
             return policy_compat.fold(cls, data, stacklevel=_FOLD_STACKLEVEL)
+        return data
+
+    @classmethod
+    def prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """The keyword arguments `cls` is built with, before pydantic reads them (a
+        class whose options moved between its groups settles them here)."""
         return data
 
     # -- groups held by fields -----------------------------------------------------

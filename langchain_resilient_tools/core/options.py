@@ -1,9 +1,10 @@
 """The option groups of `ToolPolicy`, one per strategy, in `STAGES` order.
 
 Each group is a frozen, keyword-only `Options` model with a docstring on every field;
-``ToolPolicy(cache=Cache(ttl_s=60))`` sets one field of one group. Groups with a main
-field take a shorthand for it (``dedup="block"``, ``cache=60``, ``journal=False``,
-``unknown_outcome="interrupt"``; ``retry=3``, ``hedge="auto"`` in `core.strategies`),
+``ToolPolicy(dedup=Dedup(ttl_s=60))`` sets one field of one group. Groups with a main
+field take a shorthand for it (``dedup="block"``, ``journal=False``,
+``unknown_outcome="interrupt"``; ``cache=60``, ``fallback=data`` in `core.reuse`;
+``retry=3``, ``hedge="auto"`` in `core.strategies`),
 and a per-tool policy changes only the fields of a group it sets explicitly
 (`core.policy.overlay`).
 """
@@ -19,10 +20,7 @@ from pydantic import Field, field_validator, model_validator
 from .errors import UsageError
 from .frozen import Options
 from .hooks import (
-    CacheKeyBuilder,
-    CacheScope,
     DedupMode,
-    FallbackSource,
     LowQualityAction,
     UnknownOutcomeAction,
     Verifier,
@@ -121,51 +119,6 @@ class Dedup(Options):
     def coerce(cls, value: Any) -> Any:
         if value is None or isinstance(value, str):
             return cls.model_validate({"mode": value})
-        return super().coerce(value)
-
-
-class Cache(Options):
-    """Results kept and served again (`pipeline.cache`, the stale fallback of
-    `pipeline.fallback`); idempotent tools only. Shorthand ``cache=60`` (`ttl_s`);
-    ``cache=None`` is ``Cache(ttl_s=None)``."""
-
-    ttl_s: float | None = Field(default=None, gt=0)
-    """Serve an identical call from a result cache for this many seconds (`None`: no
-    cache). Hits skip execution but are still recorded."""
-    stale_s: float | None = Field(default=None, gt=0)
-    """When every attempt failed, serve the last good result of the same call if it is
-    younger than this, marked stale with its age (`None`: off)."""
-    max_entries: int = Field(default=1024, ge=1)
-    """Results kept per tool for the cache and the stale fallback."""
-    scope: CacheScope = "thread"
-    """Who may be served a result that the cache or the stale fallback kept: ``"thread"``
-    (the default) only later calls of the same conversation thread, run with the same
-    runtime context and ``configurable``; ``"global"`` any caller, across threads,
-    workers and users. Safe only for a tool whose result depends on nothing but its
-    arguments and the inputs it declares (see `core.reads`): a weather lookup, not a
-    tool that reads the current user with ``get_config()`` or ``get_runtime()``."""
-    key: CacheKeyBuilder | None = None
-    """What identifies a result, instead of the default (the model's arguments and a
-    digest of every input the tool declares: state, store, config, runtime, injected
-    arguments): ``(CacheKeyInfo) -> value``, e.g. ``lambda c: (c.args, c.context.user_id)``
-    with ``scope="global"`` for results shared per user across threads. A key function
-    that raises makes the call share nothing (no hit, nothing kept)."""
-    fallback_order: tuple[FallbackSource, ...] = ("stale_cache", "fallback")
-    """The fallback chain, tried in order after an infrastructure failure: the stale
-    result (`stale_s`), the policy's `fallback`; the error envelope answers when none
-    applies."""
-
-    @field_validator("fallback_order")
-    @classmethod
-    def _check_order(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(v)) != len(v):
-            raise UsageError("Cache.fallback_order lists a source twice")
-        return v
-
-    @classmethod
-    def coerce(cls, value: Any) -> Any:
-        if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-            return cls(ttl_s=value)
         return super().coerce(value)
 
 

@@ -1,8 +1,8 @@
 """`ToolPolicy`: how calls to one tool are protected, and how the policies given to an
 adapter resolve into one per tool.
 
-A policy is a few plain fields (`timeout`, `idempotent`, `fallback`) and one options
-group per strategy, in `STAGES` order (`core.options`, `core.strategies`):
+A policy is a few plain fields (`timeout`, `idempotent`) and one options group per
+strategy, in `STAGES` order (`core.options`, `core.reuse`, `core.strategies`):
 ``ToolPolicy(timeout=5, retry=3, cache=Cache(ttl_s=60), dedup="block")``. `policy=` on
 an adapter is the default for every tool and `policies={name: ToolPolicy(...)}` refines
 it per tool, group by group (`overlay`, `PolicyResolver`). The flat names of earlier
@@ -40,7 +40,6 @@ from .hooks import (
 )
 from .options import (
     Args,
-    Cache,
     Dedup,
     Journal,
     Limits,
@@ -50,11 +49,12 @@ from .options import (
     Timeouts,
     UnknownOutcome,
 )
+from .reuse import Cache, Fallback, settle_moved
 from .strategies import AdaptiveTimeout, BreakerPolicy, Hedge, RetryBudget, RetryPolicy
 
 __all__ = [  # the names other modules import from here
     "AdaptiveTimeout", "Args", "BreakerPolicy", "Cache", "CacheKeyBuilder", "CacheKeyInfo",
-    "CacheScope", "Dedup", "DedupMode", "FallbackSource", "Hedge", "IdempotencyInfo",
+    "CacheScope", "Dedup", "DedupMode", "Fallback", "FallbackSource", "Hedge", "IdempotencyInfo",
     "Journal", "KeyBuilder", "Limits", "LowQualityAction", "Options", "Output",
     "PolicyResolver", "ResolvedPolicy", "ResultChecks", "RetryBudget", "RetryOn",
     "RetryPolicy", "Shared", "Timeouts", "ToolPolicy", "UnknownOutcome",
@@ -111,8 +111,9 @@ class ToolPolicy(Options):
     One-liners for the common cases: ``ToolPolicy.flaky_read()``,
     ``ToolPolicy.critical_write(verify=...)``, ``ToolPolicy.mcp()``. Shorthands:
     ``timeout=5``, ``retry=3`` (``None``: one attempt), ``dedup="block"``,
-    ``hedge="auto"`` or ``hedge=0.2``, ``cache=60`` (a TTL), ``journal=False``,
-    ``unknown_outcome="interrupt"``; and, as in earlier releases, ``aliases=``,
+    ``hedge="auto"`` or ``hedge=0.2``, ``cache=60`` (a TTL), ``fallback=data`` (stub
+    data), ``journal=False``, ``unknown_outcome="interrupt"``; and, as in earlier
+    releases, ``aliases=``,
     ``result_checks=``, ``on_low_quality=``, ``max_result_chars=``.
     """
 
@@ -126,7 +127,7 @@ class ToolPolicy(Options):
             args: Args = ...,
             journal: Journal | bool = ...,
             dedup: Dedup | DedupMode | None = ...,
-            fallback: Any = None,
+            fallback: Fallback | Any = ...,
             cache: Cache | float | None = ...,
             unknown_outcome: UnknownOutcome | UnknownOutcomeAction = ...,
             retry: RetryPolicy | int | None = ...,
@@ -179,12 +180,13 @@ class ToolPolicy(Options):
     """The durable journal of writes; ``journal=False`` turns it off."""
     dedup: Dedup = Dedup()
     """Repeated identical calls; ``dedup="block"`` sets the mode."""
-    fallback: Any = None
-    """Stub data, or a callable ``(tool_name, args) -> data``, used when every attempt
-    failed (after the stale result, see `Cache.fallback_order`)."""
+    fallback: Fallback = Fallback()
+    """What answers when the service failed: the last good result (`Fallback.stale_s`),
+    stub data (`Fallback.stub`), in `Fallback.order`; ``fallback=data`` (or a callable
+    ``(tool_name, args) -> data``) sets the stub."""
     cache: Cache = Cache()
-    """The result cache and the stale fallback of idempotent tools; ``cache=60`` caches
-    results for 60 s."""
+    """The result cache of idempotent tools (and the results the stale fallback reads);
+    ``cache=60`` caches results for 60 s."""
     unknown_outcome: UnknownOutcome = UnknownOutcome()
     """A write whose outcome is unknown: look it up (`UnknownOutcome.verify`), tell the
     model, or ask a person (``unknown_outcome="interrupt"``)."""
@@ -215,13 +217,18 @@ class ToolPolicy(Options):
     (tests inject a fake one)."""
 
     @field_validator(
-        "args", "journal", "dedup", "cache", "unknown_outcome", "retry", "hedge", "breaker",
-        "results", "limits", "timeouts", "output", "shared", mode="before",
+        "args", "journal", "dedup", "fallback", "cache", "unknown_outcome", "retry", "hedge",
+        "breaker", "results", "limits", "timeouts", "output", "shared", mode="before",
     )  # fmt: skip
     @classmethod
     def _shorthand(cls, v: Any, info: ValidationInfo) -> Any:
         assert info.field_name is not None
         return cls.coerce_group(info.field_name, v)
+
+    @classmethod
+    def prepare(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """``Cache(stale_s=...)``, ``Cache(fallback_order=...)``: into `fallback`."""
+        return settle_moved(data)
 
     @model_validator(mode="after")
     def _check_idempotency_key(self) -> ToolPolicy:
@@ -252,7 +259,7 @@ class ToolPolicy(Options):
             retry=RetryPolicy(max_attempts=4),
             hedge="auto",
             breaker=BreakerPolicy(),
-            cache=Cache(stale_s=3600.0),
+            fallback=Fallback(stale_s=3600.0),
         )
         return overlay(preset, cls(**overrides)) if overrides else preset
 
@@ -401,9 +408,9 @@ class PolicyResolver:
     ToolPolicy(idempotency_key=True)}, patterns={"search_*": ToolPolicy(timeout=10),
     "create_*": ToolPolicy(timeout=30)})`` gives ``search_docs`` 10 s, ``create_order``
     30 s with an idempotency key, and every other tool 20 s. With a default
-    ``ToolPolicy(cache=Cache(scope="global", stale_s=300))``, ``policies={"search":
-    ToolPolicy(cache=Cache(ttl_s=60))}`` gives ``search`` a 60 s TTL, the global scope
-    and the 300 s stale fallback. Results are cached per tool name: a policy is
+    ``ToolPolicy(cache=Cache(scope="global"), fallback=Fallback(stale_s=300))``,
+    ``policies={"search": ToolPolicy(cache=Cache(ttl_s=60))}`` gives ``search`` a 60 s
+    TTL, the global scope and the 300 s stale fallback. Results are cached per tool name: a policy is
     resolved once per tool, never per call.
     """
 

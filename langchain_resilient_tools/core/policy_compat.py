@@ -80,11 +80,11 @@ RENAMED: Mapping[str, Mapping[str, Renamed]] = {
         ("dedup_max_entries",         "dedup",           "Dedup",          "max_entries"),
         ("dedup_looping_after",       "dedup",           "Dedup",          "looping_after"),
         ("cache_ttl_s",               "cache",           "Cache",          "ttl_s"),
-        ("stale_max_age_s",           "cache",           "Cache",          "stale_s"),
+        ("stale_max_age_s",           "fallback",        "Fallback",       "stale_s"),
         ("cache_max_entries",         "cache",           "Cache",          "max_entries"),
         ("cache_scope",               "cache",           "Cache",          "scope"),
         ("cache_key",                 "cache",           "Cache",          "key"),
-        ("fallback_order",            "cache",           "Cache",          "fallback_order"),
+        ("fallback_order",            "fallback",        "Fallback",       "order"),
         ("verify",                    "unknown_outcome", "UnknownOutcome", "verify"),
         ("verify_timeout",            "unknown_outcome", "UnknownOutcome", "verify_timeout"),
         ("on_unknown_outcome",        "unknown_outcome", "UnknownOutcome", "action"),
@@ -134,8 +134,9 @@ def fold(owner: Any, data: dict[str, Any], *, stacklevel: int) -> dict[str, Any]
     """`data` (keyword arguments of `owner`) with its old names moved into their groups.
 
     A group given as well keeps what it sets explicitly; an old name for a field it
-    sets too is an error. An old name for a group given as `None` (``hedge=None``,
-    ``budget=None``) changes nothing, as before.
+    sets too is an error. An old name for a group given as `None` when that turns the
+    group off (``hedge=None``, ``budget=None``) changes nothing, as before; where `None`
+    is a shorthand (``fallback=None``: no stub) the old name sets its field.
     """
     rows = rows_for(owner)
     moved = [rows[k] for k in data if k in rows and k not in owner.model_fields]
@@ -156,7 +157,7 @@ def fold(owner: Any, data: dict[str, Any], *, stacklevel: int) -> dict[str, Any]
             data["budget"] = None  # no retry budget
             updates.pop("budget", None)
             continue
-        if row.group not in data or data[row.group] is not None:
+        if row.group not in data or owner.coerce_group(row.group, data[row.group]) is not None:
             updates.setdefault(row.group, {})[row.field] = value
     for group, fields in updates.items():
         data[group] = _merge_into(owner, group, data, fields)

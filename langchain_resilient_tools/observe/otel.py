@@ -56,7 +56,7 @@ from langgraph.errors import GraphBubbleUp
 
 from ..core.call import Call
 from ..core.errors import is_for_author
-from ..text.classify import classify
+from ..text.classify import error_type
 from .stats import UNKNOWN_TOOL_LABEL, CallEvent
 
 try:
@@ -353,9 +353,7 @@ def _end_attempt(span: Any, token: object, call: Call, exc: BaseException | None
                 original = getattr(exc, "original", exc)
                 span.set_attribute("lrt.attempt.exception", type(original).__qualname__)
                 error = (
-                    type(exc).__qualname__
-                    if is_for_author(exc)
-                    else classify(exc, call).error.value
+                    type(exc).__qualname__ if is_for_author(exc) else error_type(exc, call).value
                 )
                 span.set_attribute("error.type", error)
                 span.set_status(_trace.Status(_trace.StatusCode.ERROR, error))

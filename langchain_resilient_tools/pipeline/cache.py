@@ -1,10 +1,10 @@
 """The result cache for idempotent tools, and the keeper of last good results.
 
-A hit (an identical call within `cache_ttl_s`) answers without running the tool; it is
+A hit (an identical call within `Cache.ttl_s`) answers without running the tool; it is
 marked with its age and ``record.served_by = "cache"``, and it still goes through the
 pipeline's bookkeeping (record, `on_outcome`), so a cache can never hide a call.
 Every good result of an idempotent tool is kept in the tool's `ResultStore` when the
-cache or the stale fallback is on. Writes are never cached.
+cache or the stale fallback (`Fallback.stale_s`) is on. Writes are never cached.
 
 Results are kept and found by `core.key.result_key`: a result is served only to a call
 that could have produced it (same arguments, same declared inputs, and by default the
@@ -40,7 +40,7 @@ class CacheStage(Stage):
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
         policy = resolved.policy
-        return resolved.idempotent and bool(policy.cache.ttl_s or policy.cache.stale_s)
+        return resolved.idempotent and bool(policy.cache.ttl_s or policy.fallback.stale_s)
 
     def _hit(self, call: Call, store: ResultStore | None) -> tuple[bool, Any]:
         ttl = call.resolved.policy.cache.ttl_s

@@ -32,9 +32,9 @@ from ..core.call import Call
 from ..core.errors import LowQualityResult, ToolErrorType, ToolRaised
 from ..core.policy import ResolvedPolicy
 from ..text import messages as m
-from ..text.classify import error_result
 from ..text.envelope import ERROR_META
 from ..text.redact import redact
+from ..text.reported import error_result
 from ..text.truncate import text_of
 from .stage import AsyncNext, Next, Stage
 from .step import Outcome, Rollback, Step, StepUpdate

@@ -29,7 +29,8 @@ from ..runtime import deadline as _deadline
 from ..runtime.executor import TimedRunner, default_runner
 from ..state.choose import as_backend
 from ..text import messages as m
-from ..text.classify import Failure, classify, error_result, with_check
+from ..text.classify import Failure, classify, with_check
+from ..text.reported import error_result
 from .admit import AdmitStage
 from .attempt import AttemptStage
 from .breaker.stage import BreakerStage
@@ -79,14 +80,14 @@ STAGES: tuple[type[Stage], ...] = (
 
 
 _REFUSED_BY = {
-    "invalid_arguments": "validation",
-    "malformed_call": "admission",
-    "unknown_tool": "admission",
-    "duplicate_call": "dedup",
-    "circuit_open": "breaker",
-    "rate_limited": "rate_limit",
+    ToolErrorType.INVALID_ARGUMENTS: "validation",
+    ToolErrorType.MALFORMED_CALL: "admission",
+    ToolErrorType.UNKNOWN_TOOL: "admission",
+    ToolErrorType.DUPLICATE_CALL: "dedup",
+    ToolErrorType.CIRCUIT_OPEN: "breaker",
+    ToolErrorType.RATE_LIMITED: "rate_limit",
 }
-"""Who answered a failed call that never reached the tool, by its error value."""
+"""Who answered a failed call that never reached the tool, by its error type."""
 
 
 def _hooks(stages: Sequence[Stage], name: str) -> tuple[Any, ...]:
@@ -97,7 +98,7 @@ def _hooks(stages: Sequence[Stage], name: str) -> tuple[Any, ...]:
 
 def _refused_by(error: ToolErrorType | None) -> str:
     """The ``served_by`` of a failed call that never reached the tool."""
-    return _REFUSED_BY.get(error.value, "pipeline") if error is not None else "pipeline"
+    return _REFUSED_BY.get(error, "pipeline") if error is not None else "pipeline"
 
 
 def _passes_through(exc: BaseException) -> bool:

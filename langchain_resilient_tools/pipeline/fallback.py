@@ -2,14 +2,14 @@
 
 Only service failures (`pipeline.health.is_service_failure`: timeout, busy, transient error,
 open circuit) fall back; a bad argument is answered with its error. The sources are
-tried in `Cache.fallback_order`:
+tried in `Fallback.order`:
 
 - ``stale_cache``: the last good result of the same call (idempotent tools only: writes
-  are never served from a cache), if younger than `stale_max_age_s`; marked stale with
+  are never served from a cache), if younger than `Fallback.stale_s`; marked stale with
   its age, ``served_by = "stale_cache"``. "The same call" is the cache's
   `core.key.result_key`: never another user's or (by default) another thread's result;
 
-- ``fallback``: the policy's stub data, or ``fallback(tool_name, args)``; marked as
+- ``fallback``: the policy's stub data (`Fallback.stub`), or ``stub(tool_name, args)``; marked as
   substitute data, ``served_by = "fallback"``. For a write it is used only when the tool
   certainly did not run (open circuit, busy, timed out before starting), never when
   the action may have taken effect.
@@ -39,13 +39,11 @@ class FallbackStage(Stage):
     name = "fallback"
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
-        policy = resolved.policy
-        return policy.fallback is not None or (
-            resolved.idempotent and policy.cache.stale_s is not None
-        )
+        fallback = resolved.policy.fallback
+        return fallback.stub is not None or (resolved.idempotent and fallback.stale_s is not None)
 
     def _stale(self, call: Call) -> Any:
-        max_age = call.resolved.policy.cache.stale_s
+        max_age = call.resolved.policy.fallback.stale_s
         store = store_for(self.env, call)
         key = None if max_age is None or store is None else result_key(call)
         if max_age is None or store is None or key is None:
@@ -60,7 +58,7 @@ class FallbackStage(Stage):
 
     @staticmethod
     def _substitute(call: Call, exc: BaseException) -> Any:
-        stub = call.resolved.policy.fallback
+        stub = call.resolved.policy.fallback.stub
         if stub is None or not (call.idempotent or surely_not_executed(exc)):
             return _NOTHING
         if callable(stub):
@@ -77,7 +75,7 @@ class FallbackStage(Stage):
         """The fallback answer for `call` after `exc`, or `_NOTHING`."""
         if not is_service_failure(exc, call):
             return _NOTHING
-        for source in call.resolved.policy.cache.fallback_order:
+        for source in call.resolved.policy.fallback.order:
             value = self._stale(call) if source == "stale_cache" else self._substitute(call, exc)
             if value is not _NOTHING:
                 return value

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..core.call import Call
 from ..core.errors import AttemptTimeout, CircuitOpen, Superseded, ThreadsExhausted, ToolRaised
 from ..core.hints import not_carried_out
-from ..text.classify import is_transient
+from ..text.tool_rules import is_transient
 
 
 def is_service_failure(exc: BaseException, call: Call) -> bool:

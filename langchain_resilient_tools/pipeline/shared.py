@@ -57,7 +57,7 @@ def store_for(env: Env, call: Call) -> ResultStore | None:
     policy = call.resolved.policy
     if not call.idempotent:
         return None
-    retention = max(policy.cache.ttl_s or 0.0, policy.cache.stale_s or 0.0)
+    retention = max(policy.cache.ttl_s or 0.0, policy.fallback.stale_s or 0.0)
     if retention <= 0:
         return None
     backend = backend_for(env, call)

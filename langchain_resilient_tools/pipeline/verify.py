@@ -48,7 +48,6 @@ from ..core.errors import (
     OrphanedWrite,
     OutcomeStillUnknown,
     RerunUnconfirmed,
-    ToolErrorType,
     ToolRaised,
 )
 from ..core.idempotency import key_for
@@ -57,7 +56,7 @@ from ..runtime import deadline as _deadline
 from ..runtime.executor import await_with_timeout
 from ..runtime.loop import run_sync
 from ..text import messages as m
-from ..text.classify import classify
+from ..text.classify import is_unknown_outcome
 from . import review
 from .stage import AsyncNext, Next, Stage
 from .step import Outcome, Step, StepUpdate
@@ -70,11 +69,6 @@ class Lookup(enum.Enum):
 
     NOT_DONE = "not_done"
     UNKNOWN = "unknown"
-
-
-def ambiguous(exc: Exception, call: Call) -> bool:
-    """Whether `exc` leaves the call's outcome unknown (a write that may have happened)."""
-    return classify(exc, call).error is ToolErrorType.UNKNOWN_OUTCOME
 
 
 def lookup_outcome(found: Any) -> Any:
@@ -128,7 +122,7 @@ def _verified(call: Call, exc: Exception, value: Any) -> Any:
 def _rerun_failed(exc: Exception, call: Call) -> Exception:
     """What a failed verified re-run raises: an ambiguous failure says the write ran
     twice (`RerunUnconfirmed`); any other failure is the answer as it is."""
-    return RerunUnconfirmed(kind_of(exc)) if ambiguous(exc, call) else exc
+    return RerunUnconfirmed(kind_of(exc)) if is_unknown_outcome(exc, call) else exc
 
 
 def unsettled(call: Call) -> OutcomeStillUnknown | None:
@@ -209,7 +203,7 @@ class VerifyStage(Stage):
             try:
                 return call_next(call)
             except Exception as exc:
-                if not ambiguous(exc, call):
+                if not is_unknown_outcome(exc, call):
                     raise
                 first = exc
         found = self._lookup(call)
@@ -238,7 +232,7 @@ class VerifyStage(Stage):
             try:
                 return await call_next(call)
             except Exception as exc:
-                if not ambiguous(exc, call):
+                if not is_unknown_outcome(exc, call):
                     raise
                 first = exc
         found = await self._alookup(call)

@@ -22,7 +22,7 @@ from .backend import StateBackend
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class StoredResult:
     """A stored result and the `clock` time it was stored at."""
 
     value: Any
@@ -34,7 +34,7 @@ class ResultStore(Protocol):
 
     clock: Callable[[], float]
 
-    def get(self, key: str, *, max_age: float) -> Entry | None:
+    def get(self, key: str, *, max_age: float) -> StoredResult | None:
         """The entry for `key` if it is at most `max_age` seconds old."""
 
     def put(self, key: str, value: Any) -> None:
@@ -46,10 +46,10 @@ class MemoryStore:
 
     def __init__(self, *, retention: float, maxsize: int, clock: Callable[[], float]) -> None:
         self.clock = clock
-        self._cache: TTLCache[str, Entry] = TTLCache(maxsize, ttl=retention, timer=clock)
+        self._cache: TTLCache[str, StoredResult] = TTLCache(maxsize, ttl=retention, timer=clock)
         self._lock = threading.Lock()
 
-    def get(self, key: str, *, max_age: float) -> Entry | None:
+    def get(self, key: str, *, max_age: float) -> StoredResult | None:
         with self._lock:
             entry = self._cache.get(key)
         if entry is None or self.clock() - entry.stored_at > max_age:
@@ -58,7 +58,7 @@ class MemoryStore:
 
     def put(self, key: str, value: Any) -> None:
         with self._lock:
-            self._cache[key] = Entry(value, self.clock())
+            self._cache[key] = StoredResult(value, self.clock())
 
     def __len__(self) -> int:
         with self._lock:
@@ -83,7 +83,7 @@ class SharedResultStore:
         self._retention = retention
         self._ns = f"{NS_RESULTS}-{scope}"
 
-    def get(self, key: str, *, max_age: float) -> Entry | None:
+    def get(self, key: str, *, max_age: float) -> StoredResult | None:
         try:
             found = self.backend.get(self._ns, f"{self._tool}:{key}")
         except BackendError:
@@ -91,7 +91,7 @@ class SharedResultStore:
             return None
         if found is None or self.clock() - found[1] > max_age:
             return None
-        return Entry(found[0], found[1])
+        return StoredResult(found[0], found[1])
 
     def put(self, key: str, value: Any) -> None:
         try:

@@ -12,10 +12,11 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from ..core.call import Call
-from ..core.errors import HandledByTool
+from ..core.errors import HandledByTool, ToolErrorType
 from . import messages as m
-from .classify import Failure, redacted
+from .classify import Failure
 from .redact import redact
+from .reported import redacted
 from .truncate import truncate
 
 METADATA_KEY = "resilience"
@@ -93,7 +94,7 @@ def _scrub_text(text: str, call: Call | None = None) -> str:
     """`text` as it is, unless redaction finds something to take out (a secret, a
     traceback, a code location, a host path): then the redacted text. The tool wrote
     this text for `call`'s model (an MCP ``isError`` result): the paths the model sent
-    and those the text names as where the call may go stay (`classify.redacted`).
+    and those the text names as where the call may go stay (`reported.redacted`).
     Without a call (a person's note) only secrets go."""
     limit = max(len(text), 300)
     if call is None:
@@ -248,7 +249,7 @@ def given_up_by_person(message: ToolMessage, note: str | None) -> ToolMessage:
     try:
         body = json.loads(cast(str, message.content))
     except (TypeError, ValueError):
-        body = {"error": "unknown_outcome", "tool": message.name}
+        body = {"error": ToolErrorType.UNKNOWN_OUTCOME.value, "tool": message.name}
     extra = m.HUMAN_NOTE.format(note=_scrub_text(note)) if note else ""
     body["message"] = m.HUMAN_GAVE_UP.format(tool=message.name) + extra
     body["suggestion"] = m.HUMAN_GAVE_UP_HINT

@@ -7,7 +7,7 @@ rest of the pipeline) and hand the result back (`Visit.start`, `twin_settled`, `
 `ran`, `failed`, `cut` give the `End` a ledger records). The visit never waits, never
 runs anything and never reads or writes a ledger: a ledger (`Keeper`: `local`,
 `shared`) reads an entry, decides with `logic.decide` and writes what it decided in one
-step, and hands the `Verdict` over.
+step, and hands the `Ruling` over.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from ...core.call import Call
-from ...core.errors import AttemptTimeout, DuplicateCall, OutcomeStillUnknown, ToolErrorType
+from ...core.errors import AttemptTimeout, DuplicateCall, OutcomeStillUnknown
 from ...core.freshness import wrote
 from ...core.idempotency import key_for_call
 from ...core.key import call_key
 from ...core.policy import DedupMode
 from ...state.graph import has_ledger
 from ...text import messages as m
-from ...text.classify import classify
+from ...text.classify import is_unknown_outcome
 from ...text.envelope import content_of, is_message_list
 from ...text.redact import redact
 from ...text.truncate import text_of
@@ -88,7 +88,7 @@ class Do(enum.Enum):
     """Wait for the leader of the call's twins (`Visit.following`, at most `Visit.limit`),
     then hand back `Visit.twin_settled`."""
     ASK = "ask"
-    """Ask the ledger (``ledger.begin(visit)``); hand its verdict to `Visit.told`."""
+    """Ask the ledger (``ledger.begin(visit)``); hand its ruling to `Visit.told`."""
     WAIT_ENTRY = "wait_entry"
     """Wait for the identical call that runs now (`Visit.waiter`, at most `Visit.limit`),
     then ``ASK`` again."""
@@ -108,7 +108,7 @@ class Keeper(Protocol):
     remote: bool
     """Its operations are I/O (the async driver runs them off the event loop)."""
 
-    def begin(self, visit: Visit) -> Verdict:
+    def begin(self, visit: Visit) -> Ruling:
         """Read the entry of the call's key, decide (`logic.decide`), write what that says."""
 
     def end(self, visit: Visit, end: End) -> None:
@@ -122,7 +122,7 @@ COUNTED = (Action.REUSE, Action.BLOCK)
 """The ledger answers: the earlier entry counts one more repeat (and is kept in state)."""
 
 
-class Verdict(NamedTuple):
+class Ruling(NamedTuple):
     """What a ledger said about a call (`logic.decide`'s action, applied to its entry)."""
 
     action: Action
@@ -159,8 +159,8 @@ class Visit:
     """One call's way through the dedup stage: its facts and what was decided so far."""
 
     __slots__ = (
-        "call", "following", "grouped", "key", "leading", "mode", "scope", "share", "shown",
-        "verdict", "waited",
+        "call", "following", "grouped", "key", "leading", "mode", "ruling", "scope", "share",
+        "shown", "waited",
     )  # fmt: skip
 
     def __init__(self, call: Call, key: str, mode: DedupMode, scope: str) -> None:
@@ -178,7 +178,7 @@ class Visit:
         """The group of twins whose leader this call waits for."""
         self.leading: Group | None = None
         """The group of twins this call runs for (settled with `share` on the way out)."""
-        self.verdict: Verdict | None = None
+        self.ruling: Ruling | None = None
         self.waited = False
         self.shown = 0
         """How many notices the call had when it started to run."""
@@ -216,8 +216,8 @@ class Visit:
     @property
     def waiter(self) -> concurrent.futures.Future[None]:
         """What ends when the identical call that runs now ends (``WAIT_ENTRY``)."""
-        assert self.verdict is not None and self.verdict.waiter is not None
-        return self.verdict.waiter
+        assert self.ruling is not None and self.ruling.waiter is not None
+        return self.ruling.waiter
 
     # -- in -------------------------------------------------------------------------
 
@@ -242,19 +242,19 @@ class Visit:
         self.following = None
         return Do.ASK
 
-    def told(self, verdict: Verdict) -> Do:
+    def told(self, ruling: Ruling) -> Do:
         """What the ledger said: answer, wait for an identical call (once), or run."""
-        self.verdict = verdict
-        action = verdict.action
-        if verdict.waiter is not None and not self.waited:
+        self.ruling = ruling
+        action = ruling.action
+        if ruling.waiter is not None and not self.waited:
             self.waited = True
             return Do.WAIT_ENTRY
         if action in RUNS:
-            if verdict.resends is not None:  # sent again: as the same request
-                self.call.idempotency_key = resend_key(self.call, verdict.resends)
+            if ruling.resends is not None:  # sent again: as the same request
+                self.call.idempotency_key = resend_key(self.call, ruling.resends)
             if action is Action.WARN:
-                assert verdict.entry is not None
-                self._notice(verdict.entry, m.DEDUP_WARN)
+                assert ruling.entry is not None
+                self._notice(ruling.entry, m.DEDUP_WARN)
             self.shown = len(self.call.record.notices)
             return Do.RUN
         if action is Action.WAIT and self.call.resolved.idempotent:
@@ -268,8 +268,8 @@ class Visit:
             share = self.following.share
             assert share is not None
             return share.answer(call)
-        assert self.verdict is not None
-        action, entry = self.verdict.action, self.verdict.entry
+        assert self.ruling is not None
+        action, entry = self.ruling.action, self.ruling.entry
         if action is Action.WAIT:
             if entry is not None and entry.status == "unknown_outcome":  # still landing
                 raise DuplicateCall(previous=None, repeats=entry.repeats, reason="in_flight")
@@ -285,7 +285,7 @@ class Visit:
             if entry.landed:  # a re-send of a write that took effect after all
                 call.record.notices.append(m.DEDUP_LANDED.format(tool=call.name))
             else:
-                self._notice(entry, m.DEDUP_REUSED, age=m.reused_age(self.verdict.age))
+                self._notice(entry, m.DEDUP_REUSED, age=m.reused_age(self.ruling.age))
             return entry.content
         previous = None if entry.content is None else redact(text_of(entry.content), limit=300)
         raise DuplicateCall(
@@ -293,7 +293,7 @@ class Visit:
             repeats=entry.repeats,
             looping=self._looping(entry),
             reason=block_reason(entry),
-            age=self.verdict.age,
+            age=self.ruling.age,
         )
 
     def _looping(self, entry: Entry) -> bool:
@@ -330,7 +330,7 @@ class Visit:
         is LangGraph control flow (each twin then goes its own way)."""
         if isinstance(exc, GraphBubbleUp):
             return _FAILED
-        if classify(exc, self.call).error is ToolErrorType.UNKNOWN_OUTCOME:
+        if is_unknown_outcome(exc, self.call):
             late = exc.late if isinstance(exc, AttemptTimeout) else None
             if late is None:
                 return _UNKNOWN

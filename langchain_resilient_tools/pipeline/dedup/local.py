@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ...core.call import Call
 from ...core.resume import position
-from .core import COUNTED, RUNS, End, Verdict, Visit, settle_late
+from .core import COUNTED, RUNS, End, Ruling, Visit, settle_late
 from .graph_state import forget_if_gone, persist, state_entry
 from .logic import Action, Entry, Ledger, age_of, decide, landing, resent
 
@@ -55,7 +55,7 @@ class LocalLedger:
             self.ledgers[call.name] = ledger
         return ledger
 
-    def begin(self, visit: Visit) -> Verdict:
+    def begin(self, visit: Visit) -> Ruling:
         """Decide `visit`'s call and write what was decided (one turn of the lock)."""
         call, key = visit.call, visit.key
         scoped = (visit.scope, key)
@@ -74,7 +74,7 @@ class LocalLedger:
             action = decide(visit.mode, call.resolved.idempotent, entry, call.id, pos)
             if landing(action, entry):  # the timed-out attempt may yet take effect
                 assert entry is not None and entry.late is not None
-                return Verdict(Action.WAIT, entry, entry.late)
+                return Ruling(Action.WAIT, entry, entry.late)
             if action in RUNS:
                 earlier = entry
                 entry = Entry(
@@ -82,17 +82,17 @@ class LocalLedger:
                     at=ledger.clock(), call_id=call.id, step=call.step, pos=pos,
                 )  # fmt: skip
                 ledger.put(scoped, entry)
-                return Verdict(action, entry, resends=resent(action, earlier))
+                return Ruling(action, entry, resends=resent(action, earlier))
             assert entry is not None
             if action is Action.WAIT:
                 if entry.done is None:
                     entry.done = concurrent.futures.Future()  # made only when someone waits
-                return Verdict(action, entry, entry.done)
+                return Ruling(action, entry, entry.done)
             if action in COUNTED:
                 entry.repeats += 1
                 entry.told = True  # this answer tells the model (an unknown outcome too)
                 persist(call, key, entry)
-            return Verdict(action, entry, age=age_of(entry, ledger.clock()))
+            return Ruling(action, entry, age=age_of(entry, ledger.clock()))
 
     def learn(self, visit: Visit, end: End) -> None:
         """Record `end` for `visit`'s call, which dedup did not see run (a stage outside
@@ -113,7 +113,7 @@ class LocalLedger:
 
     def end(self, visit: Visit, end: End) -> None:
         """Record how `visit`'s run ended; wake the calls waiting for it."""
-        entry = visit.verdict.entry if visit.verdict is not None else None
+        entry = visit.ruling.entry if visit.ruling is not None else None
         assert entry is not None, "only a call that runs under an entry ends"
         with self._lock:
             entry.status, entry.content, entry.told = end.status, end.content, end.told

@@ -28,7 +28,7 @@ from ...core.resume import position
 from ...runtime.owner import alive, me
 from ...state.backend import StateBackend
 from ..shared import fail
-from .core import COUNTED, RUNS, End, Verdict, Visit
+from .core import COUNTED, RUNS, End, Ruling, Visit
 from .graph_state import persist
 from .local import LocalLedger
 from .logic import Action, Entry, Status, age_of, decide, landing, resent, scope_of
@@ -100,8 +100,8 @@ class SharedLedger:
         self.fallen = False
         """The store failed: this pipeline's own ledger decided."""
 
-    def begin(self, visit: Visit) -> Verdict:
-        """`visit`'s verdict; for RUN/WARN its pending entry is now in the store."""
+    def begin(self, visit: Visit) -> Ruling:
+        """`visit`'s ruling; for RUN/WARN its pending entry is now in the store."""
         try:
             self.fallen = False
             return self._begin(visit)
@@ -110,7 +110,7 @@ class SharedLedger:
             self.fallen = True
             return self.local.begin(visit)
 
-    def _begin(self, visit: Visit) -> Verdict:
+    def _begin(self, visit: Visit) -> Ruling:
         call, backend = visit.call, self.backend
         self.lkey = _ledger_key(call, visit.key)
         self.ttl = ttl = call.resolved.policy.dedup.ttl_s
@@ -118,10 +118,10 @@ class SharedLedger:
         pos = position(call)
         pending = Entry("pending", at=now, call_id=call.id, pos=pos)
         if backend.claim(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=ttl):
-            return Verdict(Action.RUN, pending)
+            return Ruling(Action.RUN, pending)
         entry = _restore(backend.get(NS_DEDUP, self.lkey), call, now)
         if entry is None:  # gone between claim and get: run untracked
-            return Verdict(Action.WAIT, None)
+            return Ruling(Action.WAIT, None)
         # A pending write of this very call runs in some worker: blocked, never waited for.
         action = decide(visit.mode, call.resolved.idempotent, entry, call.id, pos, here=False)
         if action is Action.REUSE and self._written_since(call, entry):
@@ -129,18 +129,18 @@ class SharedLedger:
         watched = self.local.landings.get(self.lkey) if action is Action.RESEND else None
         if watched is not None and landing(action, watched):  # its attempt runs here still
             assert watched.late is not None
-            return Verdict(Action.WAIT, watched, watched.late)
+            return Ruling(Action.WAIT, watched, watched.late)
         if action in RUNS:
             pending.repeats = entry.repeats + 1
             backend.put(NS_DEDUP, self.lkey, _pending(call, pending, now), ttl=ttl)
-            return Verdict(action, pending, resends=resent(action, entry))
+            return Ruling(action, pending, resends=resent(action, entry))
         if action in COUNTED:
             entry.repeats += 1
             entry.told = True  # this answer tells the model (an unknown outcome too)
             persist(call, visit.key, entry)
             if entry.status != "pending":
                 backend.put(NS_DEDUP, self.lkey, entry.persisted(call.name), ttl=ttl)
-        return Verdict(action, entry, age=age_of(entry, now))
+        return Ruling(action, entry, age=age_of(entry, now))
 
     def _written_since(self, call: Call, entry: Entry) -> bool:
         """Whether a write took effect in `call`'s thread, in any worker, after `entry`
@@ -156,7 +156,7 @@ class SharedLedger:
         """Record how `visit`'s run ended, here and in the store."""
         if self.fallen:
             return self.local.end(visit, end)
-        entry = visit.verdict.entry if visit.verdict is not None else None
+        entry = visit.ruling.entry if visit.ruling is not None else None
         assert entry is not None, "only a call that runs under an entry ends"
         entry.status, entry.content, entry.told = end.status, end.content, end.told
         if end.keep:

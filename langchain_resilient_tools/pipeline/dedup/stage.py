@@ -24,7 +24,7 @@ call through the stage, in once and out once:
            or, when the ledger answers the twins, goes on as any repeat (``ASK``).
     ASK    the ledger reads the key's entry, decides (`logic.decide`, the table of
            what an earlier identical call means) and writes what it decided, in one
-           step; ``Visit.told`` turns its `core.Verdict` into the next thing:
+           step; ``Visit.told`` turns its `core.Ruling` into the next thing:
     WAIT_ENTRY  an identical read runs now: wait for it once, then ``ASK`` again;
     ANSWER ``Visit.answer``: the earlier result (reused, replayed), or raised
            (blocked, or a write whose outcome is still unknown);

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from ...state.window import SlidingCounts
 
 
-class RetryBudget:
-    """Counts calls and retries of one tool over a sliding window (thread-safe)."""
+class RetryAllowance:
+    """The retries one tool may still make: its calls and retries counted over a sliding
+    window (thread-safe). Built from a `RetryPolicy.budget` (the `RetryBudget` option)."""
 
     def __init__(
         self, *, ratio: float, minimum: int, window: float, clock: Callable[[], float]

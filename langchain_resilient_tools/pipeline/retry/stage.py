@@ -9,7 +9,7 @@ the async driver never blocks the loop and testing mode makes them instant.
 
 Two limits sit on top of the attempt count: the call's deadline (`runtime.deadline`) caps
 every wait and stops retrying when nothing is left, and the tool's retry budget
-(`pipeline.retry.budget.RetryBudget`) refuses retries beyond a share of recent calls.
+(`pipeline.retry.budget.RetryAllowance`) refuses retries beyond a share of recent calls.
 
 Once the run is asked to drain (`runtime.drain`), no retry starts: a failure that would
 have been retried is answered as `Drained` (it, and that it was not tried again), and a
@@ -43,7 +43,7 @@ from ...runtime import drain as _drain
 from ...state.pertool import PerTool
 from ..health import retry_wants
 from ..stage import AsyncNext, Env, Next, Stage
-from .budget import RetryBudget
+from .budget import RetryAllowance
 
 
 def should_retry(call: Call, exc: BaseException) -> bool:
@@ -146,7 +146,7 @@ class _BudgetStop(stop_base):
     """Stop when the tool's retry budget refuses the retry: asked last, so only a retry
     that would otherwise happen takes from the budget."""
 
-    def __init__(self, budget: RetryBudget) -> None:
+    def __init__(self, budget: RetryAllowance) -> None:
         self.budget = budget
 
     def __call__(self, retry_state: RetryCallState) -> bool:
@@ -170,7 +170,7 @@ class RetryStage(Stage):
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)
-        self.budgets: PerTool[RetryBudget] = PerTool()
+        self.budgets: PerTool[RetryAllowance] = PerTool()
         env.retry_budget = self.budget_for  # published (hedges spend from it too)
 
     def applies(self, resolved: ResolvedPolicy) -> bool:
@@ -179,7 +179,7 @@ class RetryStage(Stage):
             resolved.idempotent or resolved.policy.retry.retry_refused_writes
         )
 
-    def budget_for(self, call: Call) -> RetryBudget | None:
+    def budget_for(self, call: Call) -> RetryAllowance | None:
         """The retry budget of `call`'s tool (made on first use), or `None` when the tool
         is not retried or its policy has no budget."""
         spec = call.resolved.retry_budget
@@ -187,12 +187,12 @@ class RetryStage(Stage):
             return None
         return self.budgets.get(
             call.name,
-            lambda: RetryBudget(
+            lambda: RetryAllowance(
                 ratio=spec.ratio, minimum=spec.min, window=spec.window, clock=call.resolved.clock
             ),
         )
 
-    def _record(self, call: Call) -> RetryBudget | None:
+    def _record(self, call: Call) -> RetryAllowance | None:
         """Count `call` in its tool's retry budget (if any); return the budget."""
         if call.resolved.retry_budget is None:
             return None
@@ -202,7 +202,7 @@ class RetryStage(Stage):
         return budget
 
     def _options(
-        self, call: Call, budget: RetryBudget | None, drained: list[bool]
+        self, call: Call, budget: RetryAllowance | None, drained: list[bool]
     ) -> dict[str, Any]:
         policy = call.resolved.policy.retry
 
