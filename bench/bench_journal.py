@@ -10,8 +10,15 @@ drifts weighs on all of them alike:
 - ``off``: the same write with ``journal=False``;
 - ``raw``: the same write with ``journal=False`` whose tool itself makes the store's own
   two operations where the journal makes them: its ``put`` of the journal's intent
-  before sending, of its receipt after (the entries a real write journals, captured
-  from one, so the payloads are the journal's), through the store's API, timed there;
+  before sending, of its receipt after, through the store's API, timed there. Same
+  shapes as the journal's: a namespace of two labels, a new key of the journal's form
+  and length per call (tool, idempotency key, step digest), and as values the entries
+  a real write journals (captured from one), as a `StoreBackend` hands them to a store
+  (``{"exp": ..., "j": entry}``: a journal entry is a plain JSON record the store
+  serializes itself). The journal's claim of the intent is the put of an
+  insert-if-absent: one statement on SQLite and PostgreSQL; a ``BaseStore`` has no
+  such operation, so on ``InMemoryStore`` it is a get then a put, and that get counts
+  as the journal's own added time, not as raw;
 - ``bare``: those two puts alone, back to back.
 
 The tool is invoked with the config a graph task gives its tools (a thread, the graph's
@@ -58,8 +65,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import ResilientTool, ToolPolicy
-from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
-from langchain_resilient_tools.state.backend import put_unsynced
+from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL, entry_key
+from langchain_resilient_tools.state.backend import encode, put_unsynced
 from langchain_resilient_tools.state.choose import as_backend
 
 from . import _util
@@ -159,13 +166,28 @@ def _journaled(store: Any, fn: Any, calls: int = 20) -> _Counted:
     return counted
 
 
+RAW_NS = ("langchain_resilient_tools", "journal_raw")
+"""The raw puts' namespace: as deep as the journal's, beside it."""
+
+
+def _raw_key() -> str:
+    """A new key of the journal's form and length (tool, idempotency key, step)."""
+    return entry_key("send_email", uuid.uuid4().hex, "tools@1")
+
+
+def _stored(entry: dict[str, Any]) -> dict[str, Any]:
+    """`entry` as the journal's `StoreBackend` hands it to a store."""
+    return {"exp": 1e10, **encode(entry)}
+
+
 def _bare(store: Any, intent: dict[str, Any], receipt: dict[str, Any]) -> Callable[[int], None]:
     """The store's own put of `intent`, then of `receipt`, under a new key each time."""
-    namespace, run = ("bench_journal", "bare"), uuid.uuid4().hex[:8]
+    intent, receipt = _stored(intent), _stored(receipt)
 
     def bare(i: int) -> None:
-        store.put(namespace, f"{run}-{i}", intent, index=False)
-        store.put(namespace, f"{run}-{i}", receipt, index=False)
+        key = _raw_key()
+        store.put(RAW_NS, key, intent, index=False)
+        store.put(RAW_NS, key, receipt, index=False)
 
     return bare
 
@@ -176,17 +198,17 @@ def _in_call(
     """A write with the journal off whose tool makes the store's own two puts where the
     journal makes its operations (the intent before the send, the receipt after it),
     appending the seconds the two took to `spent`."""
-    namespace, keys = ("bench_journal", "in_call"), iter(range(1 << 62))
+    intent, receipt = _stored(intent), _stored(receipt)
 
     def send_email(to: str) -> str:
         """Send an email."""
-        key = str(next(keys))
+        key = _raw_key()
         start = time.perf_counter()
-        store.put(namespace, key, intent, index=False)
+        store.put(RAW_NS, key, intent, index=False)
         took = time.perf_counter() - start
         sent = f"sent to {to}"
         start = time.perf_counter()
-        store.put(namespace, key, receipt, index=False)
+        store.put(RAW_NS, key, receipt, index=False)
         spent.append(took + time.perf_counter() - start)
         return sent
 

@@ -303,7 +303,12 @@ def test_an_orphaned_write_that_verify_finds_is_answered_with_it(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup)))
+    pending = Pending(
+        harness,
+        [send_tool(box)],
+        saver(db),
+        policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup)),
+    )
     box.sent.append(pending.idempotency_key())  # it had been sent
     _orphan(db, pending)
     answer = pending.resume()
@@ -316,7 +321,12 @@ def test_an_orphaned_write_that_verify_does_not_find_runs_once(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup)))
+    pending = Pending(
+        harness,
+        [send_tool(box)],
+        saver(db),
+        policy=ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup)),
+    )
     _orphan(db, pending)
     answer = pending.resume()
     assert answer.status == "success" and str(answer.content).endswith("sent to ann")
@@ -342,10 +352,12 @@ def test_a_write_another_live_worker_runs_is_waited_for(
     call polls for it (the third poll's wait writes it: no real sleep)."""
     from types import SimpleNamespace
 
-    from langchain_resilient_tools.pipeline.journal import stage
+    from langchain_resilient_tools.pipeline.journal import entry
 
     box = Outbox()
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=5)))
+    pending = Pending(
+        harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=5))
+    )
     backend = SqliteBackend(db)
     theirs = _intent(pending, owner=owner.me(), started=backend.clock())
     theirs["lease_until"] = backend.clock() + 60
@@ -358,7 +370,7 @@ def test_a_write_another_live_worker_runs_is_waited_for(
             done = logic.receipt(theirs, now=1.0, value="sent to ann")
             backend.put(NS_JOURNAL, pending.key(), done, ttl=600)
 
-    monkeypatch.setattr(stage, "testing", SimpleNamespace(sleep=sleep))
+    monkeypatch.setattr(entry, "testing", SimpleNamespace(sleep=sleep))
     answer = pending.resume()
     assert box.sent == [] and answer.status == "success" and len(waits) == 3
     assert str(answer.content).endswith("sent to ann")
@@ -368,7 +380,9 @@ def test_a_write_still_running_elsewhere_past_the_deadline_is_unknown(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=0.3)))
+    pending = Pending(
+        harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=0.3))
+    )
     backend = SqliteBackend(db)
     theirs = _intent(pending, owner=owner.me(), started=backend.clock())
     theirs["lease_until"] = backend.clock() + 60
@@ -561,7 +575,9 @@ def test_a_dead_workers_pending_write_that_verify_does_not_find_runs_once(
     tool = send_tool(box)
     store = InMemoryStore()
     _dead_pending(store, tool)
-    policy = ToolPolicy(shared=Shared(backend="store"), unknown_outcome=UnknownOutcome(verify=box.lookup))
+    policy = ToolPolicy(
+        shared=Shared(backend="store"), unknown_outcome=UnknownOutcome(verify=box.lookup)
+    )
     pending = Pending(harness, [tool], InMemorySaver(), store=store, policy=policy)
     StoreBackend(store).put(NS_JOURNAL, pending.key(), _intent(pending), ttl=600)
     answer = pending.resume()

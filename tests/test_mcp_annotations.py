@@ -276,11 +276,11 @@ def test_a_write_declared_idempotent_is_sent_again_after_its_worker_died(
     when its journal entry is orphaned (its worker died mid-call) it is sent again, as a
     keyed write is, where a plain write is answered ``unknown_outcome``."""
     from langchain_resilient_tools.pipeline.journal import logic
-    from langchain_resilient_tools.pipeline.journal import stage as journal
+    from langchain_resilient_tools.pipeline.journal.entry import Entry
     from tests.tools import CALLS
 
-    monkeypatch.setattr(journal._Entry, "claim", lambda self: False)  # an entry is there ...
-    monkeypatch.setattr(journal._Entry, "read", lambda self: {"started": 0.0})
+    monkeypatch.setattr(Entry, "claim", lambda self: False)  # an entry is there ...
+    monkeypatch.setattr(Entry, "read", lambda self: {"started": 0.0})
     monkeypatch.setattr(logic, "judge", lambda *a, **k: logic.Verdict.ORPHANED)  # ... orphaned
     tools = [annotated("set_status", idempotentHint=True), annotated("create_note")]
     ai = AIMessage("", tool_calls=[tool_call(t.name, {"key": "k"}, id=t.name) for t in tools])

@@ -109,13 +109,27 @@ def put_unsynced(backend: StateBackend, ns: str, key: str, value: Any, *, ttl: f
         put(ns, key, value, ttl=ttl)
 
 
-def encode(value: Any) -> dict[str, str]:
-    """A JSON-safe form of any value LangGraph can checkpoint (messages, pydantic, ...)."""
+class Record(dict[str, Any]):
+    """A value made of JSON types alone (strings, numbers, booleans, `None`, and lists
+    and dicts of them), built by this package (the journal's entries): a store that
+    keeps JSON keeps it as it is (`StoreBackend`), with no encoding of ours first."""
+
+    __slots__ = ()
+
+
+def encode(value: Any) -> dict[str, Any]:
+    """A JSON-safe form of any value LangGraph can checkpoint (messages, pydantic, ...);
+    a `Record` as it is."""
+    if type(value) is Record:
+        return {"j": value}
     kind, data = _serde.dumps_typed(value)
     return {"t": kind, "d": base64.b64encode(data).decode()}
 
 
-def decode(data: dict[str, str]) -> Any:
+def decode(data: dict[str, Any]) -> Any:
+    plain = data.get("j")
+    if plain is not None:
+        return plain
     return _serde.loads_typed((data["t"], base64.b64decode(data["d"])))
 
 
@@ -188,8 +202,9 @@ def guard_store() -> _Guard:
 class StoreBackend:
     """A backend over any LangGraph `BaseStore` (e.g. ``InMemoryStore``).
 
-    Values are kept as ``{"exp": expiry, "t": type, "d": data}`` under the namespace
-    ``(NAMESPACE, ns)``; expiry is checked on read, and handed to the store as its own
+    Values are kept as ``{"exp": expiry, "t": type, "d": data}`` (a `Record`: ``{"exp":
+    expiry, "j": record}``, the store's JSON alone) under the namespace ``(NAMESPACE,
+    ns)``; expiry is checked on read, and handed to the store as its own
     TTL where the store supports one (so that it sweeps old entries).
     """
 

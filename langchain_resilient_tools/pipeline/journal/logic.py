@@ -1,7 +1,8 @@
 """Journal decisions: the entries' shapes and what an entry found before a write means.
 No I/O here.
 
-An entry is a plain dict kept under the call's idempotency key (thread, tool, tool call
+An entry is a `state.backend.Record` (a dict of JSON values, which a store keeps as it
+is) kept under the call's idempotency key (thread, tool, tool call
 id, step: `core.idempotency.key_for`) and the step of the thread that issued the call
 (`core.resume.step_of`), in the namespace `NS_JOURNAL`:
 
@@ -30,6 +31,7 @@ from langgraph.types import Command
 from ...core.key import canonical
 from ...core.resume import step_digest
 from ...runtime.owner import alive
+from ...state.backend import Record
 from ...text.classify import Failure
 from ...text.envelope import content_of
 from ...text.truncate import truncate
@@ -65,42 +67,44 @@ encoder on every call)."""
 
 
 def args_digest(args: Mapping[str, Any]) -> str:
-    text = _ARGS_JSON.encode(canonical(dict(args)))
+    text = _ARGS_JSON.encode(canonical(args if type(args) is dict else dict(args)))
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
 def intent(
     tool: str, args: Mapping[str, Any], *, owner: Mapping[str, Any], now: float, lease: float,
-    step: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    """The intent of a write about to run (in `step` of its thread)."""
-    return {
-        "kind": "intent",
-        "tool": tool,
-        "args": args_digest(args),
-        "step": step,
-        "started": now,
-        "owner": dict(owner),
-        "lease_until": now + lease,
-    }
+    step: str | None = None, digest: str | None = None,
+) -> Record:  # fmt: skip
+    """The intent of a write about to run (in `step` of its thread); `digest`: its
+    arguments' `args_digest`, when the caller has it."""
+    return Record(
+        kind="intent",
+        tool=tool,
+        args=args_digest(args) if digest is None else digest,
+        step=step,
+        started=now,
+        owner=owner if type(owner) is dict else dict(owner),
+        lease_until=now + lease,
+    )
 
 
-def renewed(entry: Mapping[str, Any], *, now: float, lease: float) -> dict[str, Any]:
-    return {**entry, "lease_until": now + lease}
+def renewed(entry: Mapping[str, Any], *, now: float, lease: float) -> Record:
+    return Record(entry, lease_until=now + lease)
 
 
-def abandoned(entry: Mapping[str, Any]) -> dict[str, Any]:
+def abandoned(entry: Mapping[str, Any]) -> Record:
     """An intent whose call was cut short in a live worker (cancelled): orphaned now."""
-    return {**entry, "lease_until": 0.0}
+    return Record(entry, lease_until=0.0)
 
 
 def receipt(
     entry: Mapping[str, Any], *, now: float, value: Any = None, failure: Failure | None = None,
     cap: int | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> Record:  # fmt: skip
     """The receipt of a write that answered: its value as text, or its failure."""
-    done = {k: v for k, v in entry.items() if k not in ("owner", "lease_until")}
-    done.update(kind="receipt", ended=now)
+    done = Record(entry, kind="receipt", ended=now)
+    done.pop("owner", None)
+    done.pop("lease_until", None)
     if failure is not None:
         done["outcome"] = "error"
         done["failure"] = {
