@@ -7,11 +7,14 @@ and resume, and never shows it to the model.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from typing import Annotated, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_to_dict
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
@@ -420,3 +423,21 @@ def test_flag_contradicting_idempotent_false_is_rejected() -> None:
         ToolPolicy(idempotent=False, idempotency_key=True)
     with pytest.raises(ValueError):
         ToolPolicy(idempotency_key="yes please")  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    thread=st.one_of(st.none(), st.text()),
+    name=st.text(min_size=1),
+    call_id=st.text(),
+    position=st.one_of(st.none(), st.text()),
+)
+def test_the_default_key_is_the_digest_of_its_parts_as_json(
+    thread: str | None, name: str, call_id: str, position: str | None
+) -> None:
+    """The key's text is ``json.dumps`` of its parts, however it is built: keys written
+    by an earlier version (journal entries, dedup ledgers) are found again."""
+    parts = ["lrt-idem-v1", thread, name, call_id] + ([position] if position is not None else [])
+    text = json.dumps(parts)
+    expected = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    assert derive_key(thread, name, call_id, position) == expected

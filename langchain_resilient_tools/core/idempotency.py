@@ -81,11 +81,20 @@ def derive_key(
 ) -> str:
     """The default key: a 32-hex-digit digest of (thread id, tool name, tool call id) and
     the call's `position` in its run (`core.resume.position`; `None` outside a graph)."""
-    parts = ["lrt-idem-v1", thread_id, tool_name, tool_call_id]
-    if position is not None:
-        parts.append(position)
-    text = json.dumps(parts)
+    if type(thread_id) is str and type(tool_call_id) is str and type(tool_name) is str:
+        # the same text as json.dumps(parts), without building an encoder for it
+        at = "" if position is None else f", {_json_str(position)}"
+        text = f'["lrt-idem-v1", {_json_str(thread_id)}, {_json_str(tool_name)}, {_json_str(tool_call_id)}{at}]'
+    else:
+        parts = ["lrt-idem-v1", thread_id, tool_name, tool_call_id]
+        if position is not None:
+            parts.append(position)
+        text = json.dumps(parts)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+_json_str = json.encoder.encode_basestring_ascii
+"""A str as `json.dumps` writes it (ASCII, escaped)."""
 
 
 def takes_key(tool: BaseTool | None) -> bool:
@@ -93,8 +102,9 @@ def takes_key(tool: BaseTool | None) -> bool:
     return tool is not None and INJECTED_ARG in injected_keys(tool)
 
 
-def key_for(call: Call) -> str:
-    """The idempotency key of `call`: built once, then the same for every attempt.
+def key_for(call: Call, where: str | None = None) -> str:
+    """The idempotency key of `call`: built once, then the same for every attempt;
+    `where`: its position (`core.resume.position`), when the caller has it.
 
     Uses the policy's callable when ``ToolPolicy.idempotency_key`` is one, else
     `derive_key` with the call's position (see the module's docstring). A call without
@@ -104,7 +114,7 @@ def key_for(call: Call) -> str:
     key = call.idempotency_key  # built once: every attempt reuses it
     if key is None:
         if call.id or callable(call.resolved.policy.idempotency_key):
-            key = key_for_call(call, call.id, position(call))
+            key = key_for_call(call, call.id, where or position(call))
         else:
             key = uuid.uuid4().hex
         call.idempotency_key = key

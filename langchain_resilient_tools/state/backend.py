@@ -183,11 +183,13 @@ class _Guard:
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None or isinstance(exc, BackendError) or not isinstance(exc, Exception):
             return  # nothing, ours, or not a failure (a cancellation, an exit): as it is
-        # any store failure: the caller's policy decides
-        lock_wait = is_lock_wait(exc)
-        raise BackendError(
-            f"state store failed: {type(exc).__name__}", lock_wait=lock_wait
-        ) from exc
+        raise store_failed(exc) from exc  # any store failure: the caller's policy decides
+
+
+def store_failed(exc: Exception) -> BackendError:
+    """The `BackendError` for a store client's own failure `exc` (``lock_wait`` set when
+    the store was waiting on a lock)."""
+    return BackendError(f"state store failed: {type(exc).__name__}", lock_wait=is_lock_wait(exc))
 
 
 _GUARD = _Guard()
@@ -212,35 +214,60 @@ class StoreBackend:
         self.store = store
         self.clock = clock
         self._lock = threading.Lock()
+        self._ttl = bool(store.supports_ttl)
+        self._ns: dict[str, tuple[str, str]] = {}
 
-    def _store_ttl(self, ttl: float) -> dict[str, Any]:
-        return {"ttl": max(ttl / 60.0, 1.0)} if self.store.supports_ttl else {}
+    def _where(self, ns: str) -> tuple[str, str]:
+        where = self._ns.get(ns)
+        if where is None:
+            where = self._ns[ns] = (NAMESPACE, ns)
+        return where
 
     def _get(self, ns: str, key: str) -> Any | None:
-        item = self.store.get((NAMESPACE, ns), key)
+        item = self.store.get(self._where(ns), key)
         if item is None or float(item.value.get("exp", 0.0)) <= self.clock():
             return None
         return decode(item.value)
 
     def _put(self, ns: str, key: str, value: Any, ttl: float) -> None:
-        data = {"exp": self.clock() + ttl, **encode(value)}
-        self.store.put((NAMESPACE, ns), key, data, index=False, **self._store_ttl(ttl))
+        exp = self.clock() + ttl
+        data = {"exp": exp, "j": value} if type(value) is Record else {"exp": exp, **encode(value)}
+        if self._ttl:  # the store's own expiry (minutes), so that it sweeps old entries
+            self.store.put(self._where(ns), key, data, index=False, ttl=max(ttl / 60.0, 1.0))
+        else:
+            self.store.put(self._where(ns), key, data, index=False)
+
+    # Each operation turns the store client's failures into `BackendError`s
+    # (`store_failed`), as `guard_store` does, without a context manager's calls.
 
     def get(self, ns: str, key: str) -> Any | None:
-        with guard_store():
+        try:
             return self._get(ns, key)
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise store_failed(exc) from exc
 
     def put(self, ns: str, key: str, value: Any, *, ttl: float) -> None:
-        with guard_store():
+        try:
             self._put(ns, key, value, ttl)
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise store_failed(exc) from exc
 
     def claim(self, ns: str, key: str, value: Any, *, ttl: float) -> bool:
-        with guard_store(), self._lock:
-            if self._get(ns, key) is not None:
-                return False
-            self._put(ns, key, value, ttl)
-            return True
+        try:
+            with self._lock:
+                if self._get(ns, key) is not None:
+                    return False
+                self._put(ns, key, value, ttl)
+                return True
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise store_failed(exc) from exc
 
     def delete(self, ns: str, key: str) -> None:
         with guard_store():
-            self.store.delete((NAMESPACE, ns), key)
+            self.store.delete(self._where(ns), key)

@@ -55,7 +55,7 @@ class Entry:
     def __init__(self, call: Call, backend: StateBackend, step: str) -> None:
         journal = call.resolved.policy.journal
         self.call, self.backend, self.step = call, backend, step
-        self.key = logic.entry_key(call.name, key_for(call), step, rerun=call.resolved.rerun)
+        self.key = logic.entry_key(call.name, key_for(call, step), step, rerun=call.resolved.rerun)
         self.lease, self.ttl = journal.lease_s, journal.ttl_s
         self.intent = logic.intent(
             call.name, call.args, owner=me(), now=backend.clock(), lease=self.lease, step=step
