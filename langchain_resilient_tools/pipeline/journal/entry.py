@@ -50,16 +50,19 @@ def _lock_wait(exc: BaseException) -> bool:
 class Entry:
     """One call's journal session: its backend, key and intent."""
 
-    __slots__ = ("backend", "call", "handle", "intent", "key", "lease", "run", "step", "ttl")
+    __slots__ = (
+        "backend", "call", "digest", "handle", "intent", "key", "lease", "run", "step", "ttl",
+    )  # fmt: skip
 
     def __init__(self, call: Call, backend: StateBackend, step: str) -> None:
         journal = call.resolved.policy.journal
         self.call, self.backend, self.step = call, backend, step
         self.key = logic.entry_key(call.name, key_for(call, step), step, rerun=call.resolved.rerun)
         self.lease, self.ttl = journal.lease_s, journal.ttl_s
-        self.intent = logic.intent(
-            call.name, call.args, owner=me(), now=backend.clock(), lease=self.lease, step=step
-        )
+        self.digest: str | None = None
+        """The arguments' digest (`logic.args_digest`), once the first intent has it."""
+        self.intent: dict[str, Any] = {}
+        """The intent this session claims (made by `open`, on the store's clock)."""
 
     def patiently(self, op: Callable[[], T], budget: float | None = None) -> T:
         """`op()`, tried again while the store waits for another writer's lock, within
@@ -86,7 +89,13 @@ class Entry:
 
     def open(self) -> tuple[Do, Any]:
         """Claim the intent, or find what is there: what the driver does next, and with
-        what (`core.Do`)."""
+        what (`core.Do`). Reads the store's clock: off the event loop, as the store."""
+        call = self.call
+        self.intent = logic.intent(
+            call.name, call.args, owner=me(), now=self.backend.clock(), lease=self.lease,
+            step=self.step, digest=self.digest,
+        )  # fmt: skip
+        self.digest = self.intent["args"]
         try:
             verdict, found = self.patiently(self._begin)
             if verdict is Verdict.RUNNING:
@@ -106,11 +115,6 @@ class Entry:
     def reopen(self) -> tuple[Do, Any]:
         """`open` again, once this process's run of the same write it waited for has
         ended (or not in time: `WriteInFlight`)."""
-        call, now = self.call, self.backend.clock()
-        self.intent = logic.intent(
-            call.name, call.args, owner=me(), now=now, lease=self.lease, step=self.step,
-            digest=self.intent["args"],
-        )  # fmt: skip
         do, value = self.open()
         if do is Do.WAIT:
             raise WriteInFlight()  # still running here past the deadline
