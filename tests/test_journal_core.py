@@ -10,7 +10,7 @@ import pytest
 from langgraph.errors import GraphInterrupt
 
 from langchain_resilient_tools import ToolPolicy, UnknownOutcome
-from langchain_resilient_tools.core.call import Call, CallRecord
+from langchain_resilient_tools.core.call import Call
 from langchain_resilient_tools.core.errors import (
     BackendError,
     Drained,
@@ -19,23 +19,15 @@ from langchain_resilient_tools.core.errors import (
     Recorded,
     WriteInFlight,
 )
-from langchain_resilient_tools.core.policy import ResolvedPolicy
 from langchain_resilient_tools.pipeline.journal import logic
 from langchain_resilient_tools.pipeline.journal.core import Do, End, decide, ending, unreadable
 from langchain_resilient_tools.pipeline.journal.logic import Verdict
 from langchain_resilient_tools.text import messages as m
+from tests.support.calls import make_call
 
 
-def _call(name: str = "send_email", **policy: Any) -> Call:
-    return Call(
-        id="c1",
-        name=name,
-        args={"to": "ann"},
-        tool=None,
-        resolved=ResolvedPolicy(ToolPolicy(**policy), name),
-        record=CallRecord(tool=name, call_id="c1"),
-        thread_id="t",
-    )
+def _call(**policy: Any) -> Call:
+    return make_call("send_email", {"to": "ann"}, ToolPolicy(**policy), thread_id="t")
 
 
 def _intent(started: float = 10.0) -> dict[str, Any]:
