@@ -123,3 +123,24 @@ def test_a_dangling_write_answered_from_its_receipt_is_not_run_again_when_resent
 
 
 assert THREAD  # the thread `Pending` runs in
+
+
+def test_the_thread_keeps_a_dangling_write_answered_from_its_receipt(sqlite_saver: Any) -> None:
+    """The repair writes what dedup keeps of the receipt's answer into the thread's
+    ``tool_ledger``: the model sending the write again in a later run, in yet another
+    process (fresh adapters, nothing in memory), is blocked too."""
+    outbox = DanglingOutbox()
+    graph, _ = hand_built(outbox.tools(), sqlite_saver, [TWO_CALLS], dies=True)
+    with pytest.raises(Crash):
+        graph.invoke({"messages": [HumanMessage("email alice")]}, CONFIG)
+    graph, _ = hand_built(outbox.tools(), sqlite_saver, [AIMessage("Sent.")])
+    state = graph.invoke({"messages": [HumanMessage("did it go?")]}, CONFIG)
+    assert state["tool_ledger"]["dedup"], "the repair left the thread nothing"
+    again = AIMessage(
+        "", tool_calls=[tool_call("send_email", {"to": "alice@example.com"}, id="c9")]
+    )
+    graph, _ = hand_built(outbox.tools(), sqlite_saver, [again, AIMessage("Not again.")])
+    state = graph.invoke({"messages": [HumanMessage("send it once more")]}, CONFIG)
+    assert outbox.sent == ["alice@example.com"]  # once, before the crash
+    resent = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c9"]
+    assert json.loads(str(resent[0].content))["error"] == "duplicate_call"

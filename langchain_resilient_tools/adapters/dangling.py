@@ -26,7 +26,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from ..core.errors import UsageError
 from ..core.tools import graph_store
 from ..pipeline import Pipeline
-from ..state.graph import ERRORS_KEY
+from ..state.graph import ERRORS_KEY, LEDGER_KEY
 from ..text.envelope import take_error_record
 
 
@@ -40,8 +40,8 @@ def repair_update(
     messages = state.get(messages_key) if isinstance(state, Mapping) else state
     if not messages:
         return None
-    answered = pipeline.answer_dangling(
-        messages, tools, config=config, store=store, tools_node=tools_node,
+    answered, thread = pipeline.repair_dangling(
+        messages, tools, state, config=config, store=store, tools_node=tools_node,
         messages_key=messages_key,
     )  # fmt: skip
     if not answered:
@@ -60,6 +60,8 @@ def repair_update(
     records = [r for a in after.values() for m in a if (r := take_error_record(m)) is not None]
     if records and errors_key and isinstance(state, Mapping) and errors_key in state:
         update[errors_key] = records
+    if thread and isinstance(state, Mapping) and LEDGER_KEY in state:
+        update[LEDGER_KEY] = thread
     return update
 
 

@@ -482,6 +482,28 @@ class Pipeline:
             store=store, tools_node=tools_node, messages_key=messages_key,
         )  # fmt: skip
 
+    def repair_dangling(
+        self, messages: Sequence[Any], tools: Mapping[str, Any], state: Any, *,
+        config: Any = None, store: Any = None, tools_node: str = "tools",
+        messages_key: str = "messages",
+    ) -> tuple[list[tuple[int, list[Any]]], dict[str, Any]]:  # fmt: skip
+        """`answer_dangling` for the graph state `state` that holds `messages`, and what
+        the thread keeps of the answers (the stages' sections of ``tool_ledger``, as a
+        step's end says: dedup's entries for the writes answered from their receipts,
+        whose repeats are then repeats in any process)."""
+        marked: list[Any] = []
+
+        def seen(outcome: Outcome, answer: Any) -> None:
+            if outcome.call.ledger:  # a mark for the step's end, on a copy
+                marked.append(self.loose_step.answer(outcome, answer))
+
+        answered = _dangling.answer_gaps(
+            self.new_call, self.settle_unanswered, tools, messages, config=config,
+            store=store, tools_node=tools_node, messages_key=messages_key, state=state,
+            seen=seen,
+        )  # fmt: skip
+        return answered, self.loose_step.close(marked).thread if marked else {}
+
     def stats(self) -> StatsSnapshot:
         """Per-tool statistics of the calls this pipeline has finished."""
         return self.observer.stats.snapshot()

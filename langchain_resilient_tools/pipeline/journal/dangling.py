@@ -34,6 +34,8 @@ Gap = tuple[int, list[Any]]
 """A model message with calls nothing answers: its index, and those calls."""
 Settle = Callable[[Call, "Sequence[str] | None", "float | None"], Outcome]
 """`Pipeline.settle_unanswered`: a call's answer from its journal, nothing run."""
+Seen = Callable[[Outcome, ToolMessage], None]
+"""Told each dangling call's outcome and the answer made of it."""
 _AI = ("ai", "AIMessageChunk")
 
 
@@ -59,7 +61,7 @@ def dangling(messages: Sequence[Any]) -> list[Gap]:
 def _answer(
     new_call: Callable[..., Call], settle: Settle, tools: Mapping[str, Any],
     tc: Mapping[str, Any], steps: Sequence[str] | None, at: float | None, config: Any,
-    store: Any,
+    store: Any, state: Any, seen: Seen | None,
 ) -> ToolMessage:  # fmt: skip
     name = tc.get("name") or ""
     args = tc.get("args")
@@ -73,23 +75,31 @@ def _answer(
         thread_id=thread_id_of(config),
         config=config,
         store=store,
+        state=state,
     )
     # A call the model could not format never reached a tool: it ran nowhere.
     malformed = tc.get("type") == "invalid_tool_call"
     outcome = settle(call, () if malformed else steps, at)
     if outcome.failure is not None:
-        return failure_message(outcome.failure, outcome.call)
-    answer = success_message(outcome.value, outcome.call)
-    assert isinstance(answer, ToolMessage), "a receipt keeps text only"
+        answer = failure_message(outcome.failure, outcome.call)
+    else:
+        made = success_message(outcome.value, outcome.call)
+        assert isinstance(made, ToolMessage), "a receipt keeps text only"
+        answer = made
+    if seen is not None:
+        seen(outcome, answer)
     return answer
 
 
 def answer_gaps(
     new_call: Callable[..., Call], settle: Settle, tools: Mapping[str, Any],
     messages: Sequence[Any], *, config: Any, store: Any, tools_node: str, messages_key: str,
+    state: Any = None, seen: Seen | None = None,
 ) -> list[tuple[int, list[ToolMessage]]]:  # fmt: skip
     """The index of each dangling model message of `messages`, with the answers to its
-    unanswered calls (`new_call`, `settle`: the pipeline's)."""
+    unanswered calls (`new_call`, `settle`: the pipeline's; `state`: the graph state the
+    messages are in, which the calls carry, as any call does; `seen`: told each call's
+    outcome and answer)."""
     gaps = dangling(messages)
     if not gaps:
         return []
@@ -99,6 +109,9 @@ def answer_gaps(
     for index, calls in gaps:
         where = made.get(messages[index].id or "")
         steps, at = (where.steps, where.at) if where is not None else (None, None)
-        answers = [_answer(new_call, settle, tools, tc, steps, at, config, store) for tc in calls]
+        answers = [
+            _answer(new_call, settle, tools, tc, steps, at, config, store, state, seen)
+            for tc in calls
+        ]
         out.append((index, answers))
     return out
