@@ -477,10 +477,11 @@ class Pipeline:
         unanswered, with their answers from the write journal (`settle_unanswered`, at the
         steps of the thread where `tools_node` may have run them, read off the checkpoints
         of `config`'s thread); nothing runs (`pipeline.journal.dangling`)."""
-        return _dangling.answer_gaps(
-            self.new_call, self.settle_unanswered, tools, messages, config=config,
-            store=store, tools_node=tools_node, messages_key=messages_key,
+        answered, _thread = self.repair_dangling(  # no state: nothing for a thread to keep
+            messages, tools, None, config=config, store=store, tools_node=tools_node,
+            messages_key=messages_key,
         )  # fmt: skip
+        return answered
 
     def repair_dangling(
         self, messages: Sequence[Any], tools: Mapping[str, Any], state: Any, *,

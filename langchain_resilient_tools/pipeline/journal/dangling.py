@@ -61,7 +61,7 @@ def dangling(messages: Sequence[Any]) -> list[Gap]:
 def _answer(
     new_call: Callable[..., Call], settle: Settle, tools: Mapping[str, Any],
     tc: Mapping[str, Any], steps: Sequence[str] | None, at: float | None, config: Any,
-    store: Any, state: Any, seen: Seen | None,
+    store: Any, state: Any, seen: Seen,
 ) -> ToolMessage:  # fmt: skip
     name = tc.get("name") or ""
     args = tc.get("args")
@@ -86,15 +86,14 @@ def _answer(
         made = success_message(outcome.value, outcome.call)
         assert isinstance(made, ToolMessage), "a receipt keeps text only"
         answer = made
-    if seen is not None:
-        seen(outcome, answer)
+    seen(outcome, answer)
     return answer
 
 
 def answer_gaps(
     new_call: Callable[..., Call], settle: Settle, tools: Mapping[str, Any],
     messages: Sequence[Any], *, config: Any, store: Any, tools_node: str, messages_key: str,
-    state: Any = None, seen: Seen | None = None,
+    state: Any, seen: Seen,
 ) -> list[tuple[int, list[ToolMessage]]]:  # fmt: skip
     """The index of each dangling model message of `messages`, with the answers to its
     unanswered calls (`new_call`, `settle`: the pipeline's; `state`: the graph state the
