@@ -10,7 +10,6 @@ answers before dedup is entered), and the re-send ran the write a second time.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -21,9 +20,10 @@ from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
 from langchain_resilient_tools.state.sqlite import SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
+from tests.support.answers import by_id, envelope
 from tests.test_dangling import CONFIG, TWO_CALLS, Crash, hand_built
 from tests.test_dangling import Outbox as DanglingOutbox
-from tests.test_journal import THREAD, Outbox, Pending, _intent, send_tool
+from tests.test_journal import Outbox, Pending, _intent, send_tool
 
 RESENT = AIMessage("", tool_calls=[tool_call("send_email", {"to": "ann"}, id="c2")])
 
@@ -44,26 +44,29 @@ class Resent(Pending):
         if self.harness.adapter != "middleware":  # the node's graph has no model
             self.harness.invoke(self.graph, {"messages": [RESENT]}, config)
         state = self.harness.invoke(self.graph, None, config)
-        found = [
-            m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c2"
-        ]
-        assert found, "the re-sent call was not answered"
-        return found[-1]
+        answers = by_id(state["messages"])
+        assert "c2" in answers, "the re-sent call was not answered"
+        return answers["c2"]
+
+
+def _with_receipt(pending: Resent, db: str) -> Resent:
+    """`pending`, whose write a dead worker carried out: its receipt is in the journal."""
+    done = logic.receipt(_intent(pending), now=2.0, value="sent to ann")
+    SqliteBackend(db).put(NS_JOURNAL, pending.key(), done, ttl=600)
+    return pending
 
 
 def test_a_write_answered_from_its_receipt_is_not_run_again_when_resent(
     harness: Harness, db: str, saver: Any
 ) -> None:
     box = Outbox()
-    pending = Resent(harness, [send_tool(box)], saver(db))
-    done = logic.receipt(_intent(pending), now=2.0, value="sent to ann")
-    SqliteBackend(db).put(NS_JOURNAL, pending.key(), done, ttl=600)
+    pending = _with_receipt(Resent(harness, [send_tool(box)], saver(db)), db)
     first = pending.resume()
     assert first.response_metadata["resilience"]["served_by"] == "journal"
     again = pending.resend()
     assert box.sent == []  # the write took effect once, before the crash; never again
     if again.status == "error":
-        assert json.loads(str(again.content))["error"] == "duplicate_call"
+        assert envelope(again)["error"] == "duplicate_call"
     else:
         assert again.response_metadata["resilience"]["served_by"] == "dedup"
 
@@ -77,9 +80,7 @@ def test_the_thread_keeps_the_replayed_write_for_a_fresh_process(
     if harness.adapter == "tool":
         pytest.skip("ResilientTool keeps its ledger in its process or a store, not the thread")
     box = Outbox()
-    pending = Resent(harness, [send_tool(box)], saver(db))
-    done = logic.receipt(_intent(pending), now=2.0, value="sent to ann")
-    SqliteBackend(db).put(NS_JOURNAL, pending.key(), done, ttl=600)
+    pending = _with_receipt(Resent(harness, [send_tool(box)], saver(db)), db)
     pending.resume()
     pending.graph = pending.build()  # a fresh process: its ledgers are empty
     pending.resend()
@@ -96,9 +97,28 @@ def test_a_resent_orphaned_write_goes_out_under_its_first_key(
     pending = Resent(harness, [send_tool(box)], saver(db))
     SqliteBackend(db).put(NS_JOURNAL, pending.key(), _intent(pending), ttl=600)
     first = pending.resume()
-    assert json.loads(str(first.content))["error"] == "unknown_outcome"
+    assert envelope(first)["error"] == "unknown_outcome"
     again = pending.resend()
     assert again.status == "success" and box.sent == [pending.idempotency_key()]
+
+
+AGAIN = AIMessage("", tool_calls=[tool_call("send_email", {"to": "alice@example.com"}, id="c9")])
+"""The model sends the write of `TWO_CALLS` again (call ``c9``)."""
+
+
+def _crashed_after_the_write(saver: Any) -> DanglingOutbox:
+    """A run whose worker died after the write of `TWO_CALLS` took effect, before the
+    step's answers were saved: the thread's calls dangle, the journal has the receipt."""
+    outbox = DanglingOutbox()
+    graph, _ = hand_built(outbox.tools(), saver, [TWO_CALLS], dies=True)
+    with pytest.raises(Crash):
+        graph.invoke({"messages": [HumanMessage("email alice")]}, CONFIG)
+    assert outbox.sent == ["alice@example.com"]
+    return outbox
+
+
+def _resent_answer(state: Any) -> ToolMessage:
+    return by_id(state["messages"])["c9"]
 
 
 def test_a_dangling_write_answered_from_its_receipt_is_not_run_again_when_resent(
@@ -107,40 +127,22 @@ def test_a_dangling_write_answered_from_its_receipt_is_not_run_again_when_resent
     """The same for a write that a stopped run left unanswered, answered from its
     receipt by the dangling-call repair at the start of the next run (a new process):
     the model sending it again in that run is blocked."""
-    outbox = DanglingOutbox()
-    graph, _ = hand_built(outbox.tools(), sqlite_saver, [TWO_CALLS], dies=True)
-    with pytest.raises(Crash):
-        graph.invoke({"messages": [HumanMessage("email alice")]}, CONFIG)
-    assert outbox.sent == ["alice@example.com"]
-    again = AIMessage(
-        "", tool_calls=[tool_call("send_email", {"to": "alice@example.com"}, id="c9")]
-    )
-    graph, _ = hand_built(outbox.tools(), sqlite_saver, [again, AIMessage("Sent.")])
+    outbox = _crashed_after_the_write(sqlite_saver)
+    graph, _ = hand_built(outbox.tools(), sqlite_saver, [AGAIN, AIMessage("Sent.")])
     state = graph.invoke({"messages": [HumanMessage("did it go?")]}, CONFIG)
     assert outbox.sent == ["alice@example.com"]  # once, before the crash
-    resent = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c9"]
-    assert json.loads(str(resent[0].content))["error"] == "duplicate_call"
-
-
-assert THREAD  # the thread `Pending` runs in
+    assert envelope(_resent_answer(state))["error"] == "duplicate_call"
 
 
 def test_the_thread_keeps_a_dangling_write_answered_from_its_receipt(sqlite_saver: Any) -> None:
     """The repair writes what dedup keeps of the receipt's answer into the thread's
     ``tool_ledger``: the model sending the write again in a later run, in yet another
     process (fresh adapters, nothing in memory), is blocked too."""
-    outbox = DanglingOutbox()
-    graph, _ = hand_built(outbox.tools(), sqlite_saver, [TWO_CALLS], dies=True)
-    with pytest.raises(Crash):
-        graph.invoke({"messages": [HumanMessage("email alice")]}, CONFIG)
+    outbox = _crashed_after_the_write(sqlite_saver)
     graph, _ = hand_built(outbox.tools(), sqlite_saver, [AIMessage("Sent.")])
     state = graph.invoke({"messages": [HumanMessage("did it go?")]}, CONFIG)
     assert state["tool_ledger"]["dedup"], "the repair left the thread nothing"
-    again = AIMessage(
-        "", tool_calls=[tool_call("send_email", {"to": "alice@example.com"}, id="c9")]
-    )
-    graph, _ = hand_built(outbox.tools(), sqlite_saver, [again, AIMessage("Not again.")])
+    graph, _ = hand_built(outbox.tools(), sqlite_saver, [AGAIN, AIMessage("Not again.")])
     state = graph.invoke({"messages": [HumanMessage("send it once more")]}, CONFIG)
     assert outbox.sent == ["alice@example.com"]  # once, before the crash
-    resent = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c9"]
-    assert json.loads(str(resent[0].content))["error"] == "duplicate_call"
+    assert envelope(_resent_answer(state))["error"] == "duplicate_call"
