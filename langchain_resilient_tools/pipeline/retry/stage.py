@@ -210,7 +210,9 @@ class RetryStage(Stage):
             return should_retry(call, exc)
 
         def allowed(state: RetryCallState) -> bool:
-            # Asked only after `retry` said yes.
+            # Asked only after `retry` said yes. The attempt and deadline checks repeat
+            # the first two stops on purpose: a drain is blamed (`drained`) only for a
+            # retry that would otherwise have started.
             if state.attempt_number >= policy.max_attempts or _deadline_passed(call):
                 return False
             if _hint_too_long(call, state):
