@@ -315,7 +315,8 @@ def _git_commit() -> str | None:
     return _git("rev-parse", "--short", "HEAD") or None
 
 
-def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str, Any]:
+def arguments() -> argparse.ArgumentParser:
+    """The command line of ``python -m bench.bench_tasks``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 tasks per domain, 5 faults")
     parser.add_argument(
@@ -329,12 +330,18 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
     parser.add_argument("--arms", nargs="*", default=list(ARMS))
     parser.add_argument("--tasks", type=int, help="at most this many tasks per domain")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--out", type=Path, help=f"default: {RESULTS.name}, for a full run only (see `narrowed`)"
+    )
     parser.add_argument("--workers", type=int, default=1, help="processes (stalls mostly wait)")
     parser.add_argument(
         "--crash", action="store_true", help="also SIGKILL after a write, then resume (telecom)"
     )
-    args = parser.parse_args(list(argv or []))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str, Any]:
+    args = arguments().parse_args(list(argv or []))
     if argv is None and not quick:  # `python -m bench`: the full run, as committed
         args.workers, args.crash = max(args.workers, 4), True
     quick = quick or args.quick
@@ -398,11 +405,14 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
         },
     )
     result: dict[str, Any] = {"meta": meta, "rows": rows}
+    why = narrowed(args, quick)
+    out = args.out or (None if why else RESULTS)
     telecom_domain = next((d for d in domains if d.name == "telecom"), None)
     if args.crash and telecom_domain is not None:
         from .tasks import crash
 
-        _util.save_json(result, args.out)  # the episodes are kept if the crash run fails
+        if out is not None:  # the episodes are kept if the crash run fails
+            _util.save_json(result, out)
         start = time.perf_counter()
         try:
             kills = crash.run(telecom_domain, workers=max(1, args.workers))
@@ -417,13 +427,29 @@ def main(argv: Sequence[str] | None = None, *, quick: bool = False) -> dict[str,
                 "kills": kills,
             }
             print(_util.format_table(list(kills[0]), [list(k.values()) for k in kills]))
+    if out is None:
+        print(f"\nnot saved: {why} (the committed results are a full run's; --out FILE keeps it)")
+        return result
     if not quick:
-        _keep_previous(result, args.out)
-    path = _util.save_json(result, args.out)
+        _keep_previous(result, out)
+    path = _util.save_json(result, out)
     print(f"\nresults: {path}")
-    if not quick and args.out == RESULTS:
+    if out == RESULTS:
         write_readme(result)
     return result
+
+
+def narrowed(args: argparse.Namespace, quick: bool) -> str | None:
+    """Why this run is not the full one (`RESULTS` and the README's table are that run's):
+    ``--quick``, a task limit, or fewer domains, faults, agents or arms; else None."""
+    if quick:
+        return "--quick"
+    if args.tasks is not None:
+        return "--tasks"
+    chosen = {"domains": (args.domains, DOMAINS), "faults": (args.faults or FAULTS, FAULTS),
+              "agents": (args.agents, AGENTS), "arms": (args.arms, ARMS)}  # fmt: skip
+    fewer = [name for name, (got, full) in chosen.items() if not set(full) <= set(got)]
+    return f"only some {', '.join(fewer)}" if fewer else None
 
 
 README = Path(__file__).resolve().parent.parent / "README.md"

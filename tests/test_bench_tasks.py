@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
@@ -71,3 +73,39 @@ def test_counts() -> None:
     assert DOMAIN.check_for(Action("toggle_switch", {"name": "lamp"})) == Action(
         "get_switch", {"name": "lamp"}
     )
+
+
+def test_a_narrowed_run_keeps_the_committed_results_and_the_readme(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Only a full run writes ``tasks.json`` and the README's table; a run of fewer
+    domains, faults, agents, arms or tasks prints and says why it saved nothing."""
+    from bench import bench_tasks
+
+    results, readme = tmp_path / "tasks.json", tmp_path / "README.md"
+    monkeypatch.setattr(bench_tasks, "RESULTS", results)
+    monkeypatch.setattr(bench_tasks, "README", readme)
+    few = ["--domains", "synthetic", "--faults", "none", "--agents", "blind", "--arms", "ours"]
+    got = bench_tasks.main(few)
+    assert got["rows"] and got["rows"][0]["pass_rate"] == 1.0
+    assert not results.exists() and not readme.exists()
+    assert bench_tasks.main([*few, "--out", str(tmp_path / "mine.json")])["rows"]
+    assert (tmp_path / "mine.json").exists() and not results.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        ([], None),
+        (["--quick"], "--quick"),
+        (["--tasks", "3"], "--tasks"),
+        (["--faults", "none"], "only some faults"),
+        (["--agents", "blind", "--arms", "ours"], "only some agents, arms"),
+        (["--domains", "telecom"], "only some domains"),
+    ],
+)
+def test_narrowed_says_why_a_run_is_not_the_full_one(argv: list[str], why: str | None) -> None:
+    from bench.bench_tasks import arguments, narrowed
+
+    args = arguments().parse_args(argv)
+    assert narrowed(args, args.quick) == why
