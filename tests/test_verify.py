@@ -95,6 +95,24 @@ def test_verify_finds_none_runs_once_more_with_the_same_key(
     assert len(service.orders) == 1
 
 
+@pytest.mark.parametrize("lost", ["after", "before"], ids=["found", "not-found-ran-again"])
+def test_a_verified_write_is_a_write_that_ran_when_the_model_sends_it_again(
+    harness: Harness, lookup_kind: str, lost: str
+) -> None:
+    """The lookup settled the first call (it took effect, or it did not and the one more
+    run did): the model's re-send in its next turn is a repeat of a write that ran,
+    blocked as one. Before, a write the lookup found was not kept by dedup (only the
+    tool's and the cache's answers were), and the re-send ran it a second time."""
+    service = OrderService(lost)
+    turns = [[tool_call("create_order", {"item": "tea"}, id="c1")],
+             [tool_call("create_order", {"item": "tea"}, id="c2")]]  # fmt: skip
+    policy = policy_for(service, lookup_kind)
+    first, second = harness.run_turns([order_tool(service)], turns, policy=policy)
+    assert first["c1"].status == "success"
+    assert envelope(second["c2"])["error"] == "duplicate_call"
+    assert len(service.orders) == 1
+
+
 def test_a_write_never_runs_a_third_time(harness: Harness) -> None:
     service = OrderService("before", "before", None)
     result = harness.run([order_tool(service)], CALL, policy=policy_for(service, "sync"))

@@ -310,7 +310,9 @@ class Visit:
     def ran(self, value: Any) -> End:
         """The call answered `value`: what its ledger keeps, and what its twins take."""
         record = self.call.record
-        fresh = record.served_by in ("tool", "cache")  # not a fallback's, nor stale data
+        # The tool's, the cache's or what a lookup found the write did (it took effect:
+        # a repeat of it is one); not a fallback's, nor stale data.
+        fresh = record.served_by in _KEPT
         if fresh and isinstance(value, Command):
             return _DONE  # kept, but not replayed: a Command answers its own call id only
         if fresh and not (isinstance(value, ToolMessage) and value.status == "error"):
@@ -347,6 +349,8 @@ class Visit:
         return _FAILED if self.call.resolved.idempotent else _CUT_WRITE
 
 
+_KEPT = frozenset({"tool", "cache", "verify"})
+"""Who answered a call whose answer the ledger keeps (`Visit.ran`)."""
 _FAILED = End("failed", keep=False)
 _UNKNOWN = End("unknown_outcome")
 _DONE = End("done")
