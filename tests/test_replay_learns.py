@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from langchain_resilient_tools import ToolPolicy, UnknownOutcome
 from langchain_resilient_tools.pipeline.journal import logic
 from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
 from langchain_resilient_tools.state.sqlite import SqliteBackend
@@ -34,8 +35,8 @@ class Resent(Pending):
     def build(self) -> Any:
         script = [self.ai, RESENT, AIMessage("done")]
         return self.harness.build(
-            self.tools, checkpointer=self.saver, ai=self.ai, script=script,
-            interrupt_before=["tools"],
+            self.tools, policy=self.policy, checkpointer=self.saver, ai=self.ai, script=script,
+            store=self.store, interrupt_before=["tools"],
         )  # fmt: skip
 
     def resend(self) -> ToolMessage:
@@ -100,6 +101,27 @@ def test_a_resent_orphaned_write_goes_out_under_its_first_key(
     assert envelope(first)["error"] == "unknown_outcome"
     again = pending.resend()
     assert again.status == "success" and box.sent == [pending.idempotency_key()]
+
+
+def test_an_orphaned_write_a_lookup_finds_is_not_run_again_when_resent(
+    harness: Harness, db: str, saver: Any
+) -> None:
+    """The worker died mid-write and the write did take effect: the resume's lookup finds
+    it (answered as verified, nothing runs), so the model's re-send is a repeat of a
+    write that ran, blocked as one."""
+    box = Outbox()
+    box.sent.append("")  # the dead worker's send, under the call's key (set below)
+    policy = ToolPolicy(unknown_outcome=UnknownOutcome(verify=box.lookup))
+    pending = Resent(harness, [send_tool(box)], saver(db), policy=policy)
+    box.sent[0] = pending.idempotency_key()
+    SqliteBackend(db).put(NS_JOURNAL, pending.key(), _intent(pending), ttl=600)
+    first = pending.resume()
+    assert (
+        first.status == "success" and first.response_metadata["resilience"]["served_by"] == "verify"
+    )
+    again = pending.resend()
+    assert box.sent == [pending.idempotency_key()]  # once, by the worker that died
+    assert envelope(again)["error"] == "duplicate_call"
 
 
 AGAIN = AIMessage("", tool_calls=[tool_call("send_email", {"to": "alice@example.com"}, id="c9")])
