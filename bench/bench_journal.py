@@ -18,7 +18,9 @@ drifts weighs on all of them alike:
   serializes itself). The journal's claim of the intent is the put of an
   insert-if-absent: one statement on SQLite and PostgreSQL; a ``BaseStore`` has no
   such operation, so on ``InMemoryStore`` it is a get then a put, and that get counts
-  as the journal's own added time, not as raw;
+  as the journal's own added time, not as raw (the journal reads and writes LangGraph's
+  own ``InMemoryStore`` in place, `state.inmemory`: raw stays the store's two puts
+  through its API, as a user's code makes them);
 - ``bare``: those two puts alone, back to back.
 
 The tool is invoked with the config a graph task gives its tools (a thread, the graph's
@@ -31,6 +33,9 @@ Per store, medians over the iterations of paired differences: ``added_us`` is wh
 journal adds (``on - off``), ``raw_us`` what the store's own two puts took in the same
 places (timed around them), ``ratio`` their quotient (the target: at most `TARGET`), with
 the ratio of each of `ROUNDS` consecutive parts of the run (how stable it is).
+``beyond_raw_us`` (``added_us - raw_us``; the table's "beyond raw µs") is what the
+journal adds beyond the store's own two puts, in µs: its own work, which the target
+allows to be a fifth of raw, and which stays about the same from one store to the next.
 ``bare_us`` and ``ratio_to_bare`` compare with the two puts alone, back to back: on a
 quiet machine about the same as ``raw_us``, but on a loaded one a store round trip made
 right after the CPU work of a call waits longer for the CPU to come back than one made
@@ -271,6 +276,7 @@ def measure(store: Any, iterations: int) -> dict[str, Any]:
         "write_us_journal_on": round(_us(timed["on"]), 1),
         "added_us_per_write": round(costs["added"], 1),
         "ratio": round(ratio, 2),
+        "beyond_raw_us": round(costs["added"] - costs["raw"], 1),
         "ratio_to_bare": round(costs["added"] / costs["bare"], 2),
         "ratio_per_round": [round(c["added"] / c["raw"], 2) for c in per_round],
         "target_met": ratio <= TARGET,
@@ -347,10 +353,10 @@ def run(scale: float = 1.0, only: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def table(result: dict[str, Any]) -> str:
-    headers = ["store", "raw µs", "added µs", "ratio", "per part", "bare µs", "to bare",
+    headers = ["store", "raw µs", "added µs", "ratio", "beyond raw µs", "per part", "bare µs", "to bare",
                "off µs", "on µs", "ops/write", "reads/write", "ops/read"]  # fmt: skip
     rows = [
-        [name, r["raw_us"], r["added_us_per_write"], r["ratio"],
+        [name, r["raw_us"], r["added_us_per_write"], r["ratio"], r["beyond_raw_us"],
          " ".join(f"{x:g}" for x in r["ratio_per_round"]), r["bare_us"], r["ratio_to_bare"],
          r["write_us_journal_off"], r["write_us_journal_on"], r["round_trips_per_write"],
          r["reads_per_write"], r["round_trips_per_read"]]

@@ -30,11 +30,13 @@ from langchain_resilient_tools import (
 )
 from langchain_resilient_tools.core.errors import UsageError
 from langchain_resilient_tools.state.backend import (
+    NAMESPACE,
     BackendError,
     MemoryBackend,
     StoreBackend,
 )
 from langchain_resilient_tools.state.choose import as_backend
+from langchain_resilient_tools.state.inmemory import InMemoryStoreBackend
 from langchain_resilient_tools.state.redis import RedisBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
@@ -52,13 +54,17 @@ class Timed:
     advance: Callable[[float], None]
 
 
-@pytest.fixture(params=["memory", "inmemorystore", "redis"])
+@pytest.fixture(params=["memory", "inmemorystore", "inmemorystore_in_place", "redis"])
 def timed(request: pytest.FixtureRequest) -> Timed:
     clock = FakeClock()
     if request.param == "memory":
         return Timed(MemoryBackend(clock=clock), clock.advance)
     if request.param == "inmemorystore":
         return Timed(StoreBackend(InMemoryStore(), clock=clock), clock.advance)
+    if request.param == "inmemorystore_in_place":  # what as_backend gives for one
+        backend = as_backend(InMemoryStore(), clock=clock)
+        assert type(backend) is InMemoryStoreBackend
+        return Timed(backend, clock.advance)
     client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
     request.addfinalizer(client.close)
     return Timed(RedisBackend(client), lambda s: pass_time(client, s))
@@ -128,6 +134,31 @@ def test_redis_failure_is_a_backend_error() -> None:
             op()
         assert isinstance(info.value.__cause__, redis.ConnectionError)
     assert backend.clock() > 0  # the clock does not fail: the operations do
+
+
+def test_an_in_memory_store_read_in_place_holds_what_its_own_api_reads() -> None:
+    """`InMemoryStoreBackend` writes the store's own items: its ``get`` and ``search``
+    read them, and the backend reads what the store's ``put`` wrote. A subclass of the
+    store, or one with a search index, goes through the store's API."""
+    store = InMemoryStore()
+    backend = as_backend(store)
+    assert type(backend) is InMemoryStoreBackend
+    backend.put("ns", "k", {"a": 1}, ttl=60)
+    item = store.get((NAMESPACE, "ns"), "k")
+    assert item is not None and item.key == "k" and item.namespace == (NAMESPACE, "ns")
+    assert [i.key for i in store.search((NAMESPACE, "ns"))] == ["k"]
+    store.put((NAMESPACE, "ns"), "other", dict(item.value))
+    assert backend.get("ns", "other") == {"a": 1}
+    assert not backend.claim("ns", "other", {"a": 2}, ttl=60)
+    backend.delete("ns", "k")
+    assert store.get((NAMESPACE, "ns"), "k") is None and backend.get("ns", "k") is None
+
+    class Counted(InMemoryStore):
+        pass
+
+    assert type(as_backend(Counted())) is StoreBackend
+    indexed = InMemoryStore(index={"dims": 2, "embed": lambda texts: [[0.0, 1.0] for _ in texts]})
+    assert type(as_backend(indexed)) is StoreBackend
 
 
 def test_as_backend() -> None:

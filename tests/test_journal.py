@@ -161,6 +161,29 @@ def _entries(path: str) -> dict[str, Any]:
 # -- pure decisions ------------------------------------------------------------------------
 
 
+def test_the_owner_record_is_the_forked_childs_own() -> None:
+    """`owner.me` is made once per process, and again in the child of a fork (an intent
+    the child writes names the child, whose death a resume then sees at once)."""
+    import os
+    import warnings
+
+    parent = owner.me()
+    assert owner.me() == parent and parent["pid"] == os.getpid()
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # Python 3.12+: fork() in a process with threads
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: report its record, then leave without cleanup
+        os.write(write, json.dumps(owner.me()).encode())
+        os._exit(0)
+    os.close(write)
+    child = json.loads(os.read(read, 4096))
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child["pid"] == pid and child["pid"] != parent["pid"]
+    assert owner.gone(child) and not owner.gone(parent)
+
+
 def test_judge_reads_each_kind_of_entry() -> None:
     now = 1000.0
     mine = logic.intent("send", {"to": "a"}, owner=owner.me(), now=now, lease=10)

@@ -4,9 +4,12 @@ write's end leaves, and what a failed store means, decided without a graph or a 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langgraph.errors import GraphInterrupt
 
 from langchain_resilient_tools import ToolPolicy, UnknownOutcome
@@ -19,6 +22,7 @@ from langchain_resilient_tools.core.errors import (
     Recorded,
     WriteInFlight,
 )
+from langchain_resilient_tools.core.key import canonical
 from langchain_resilient_tools.pipeline.journal import logic
 from langchain_resilient_tools.pipeline.journal.core import Do, End, decide, ending, unreadable
 from langchain_resilient_tools.pipeline.journal.logic import Verdict
@@ -94,3 +98,23 @@ def test_a_store_that_fails_before_it_could_tell_never_runs_a_plain_write_blindl
     assert unreadable(verified, BackendError("down")) is Do.PASS
     assert isinstance(verified.unsettled, JournalUnreadable)
     assert unreadable(_call(idempotency_key=True), BackendError("down")) is Do.PASS
+
+
+_VALUES = st.one_of(
+    st.text(), st.integers(), st.booleans(), st.none(), st.floats(),
+    st.lists(st.text(), max_size=3), st.dictionaries(st.text(), st.integers(), max_size=3),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.one_of(st.text(), st.integers()), _VALUES, max_size=6))
+def test_the_argument_digest_is_the_encoders_whatever_the_arguments(args: dict[Any, Any]) -> None:
+    """`logic.args_digest` writes flat arguments itself: the same text, so the same digest,
+    as the JSON encoder of their canonical form (an intent written before compares equal
+    after an upgrade)."""
+    text = logic._ARGS_JSON.encode(canonical(dict(args)))
+    expected = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    assert logic.args_digest(args) == expected
+    assert logic.args_digest({"to": " ann\n", "n": 3, "ok": True, "cc": None}) == (
+        logic.args_digest({"cc": None, "ok": True, "n": 3, "to": "ann"})
+    )

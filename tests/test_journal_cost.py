@@ -29,10 +29,12 @@ from langgraph.store.base import GetOp, Op, PutOp, Result
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from langchain_resilient_tools import ToolPolicy
-from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
+from langchain_resilient_tools import Journal, ToolPolicy
+from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL, Verdict, judge
+from langchain_resilient_tools.runtime.lease import keeper
 from langchain_resilient_tools.state import sqlite as sqlite_state
 from langchain_resilient_tools.state.backend import NAMESPACE, TABLE, put_unsynced
+from langchain_resilient_tools.state.inmemory import InMemoryStoreBackend
 from langchain_resilient_tools.state.sqlite import FULL, NORMAL, SqliteBackend
 from langchain_resilient_tools.testing import tool_call
 from tests.conftest import Harness
@@ -252,20 +254,59 @@ def test_an_in_memory_store_is_used_in_place_on_the_event_loop(
     if harness.mode != "async":
         pytest.skip("the async path")
     threads: list[str] = []
-    real = InMemoryStore.batch
+    real_get, real_put = InMemoryStoreBackend._get, InMemoryStoreBackend._put
 
-    def batch(self: InMemoryStore, ops: Iterable[Op]) -> list[Result]:
-        ops = list(ops)
-        if any(getattr(op, "namespace", None) == (NAMESPACE, NS_JOURNAL) for op in ops):
-            threads.append(threading.current_thread().name)
-        return real(self, ops)
+    def get(self: InMemoryStoreBackend, ns: str, key: str) -> Any:
+        threads.append(threading.current_thread().name)
+        return real_get(self, ns, key)
 
-    monkeypatch.setattr(InMemoryStore, "batch", batch)
+    def put(self: InMemoryStoreBackend, ns: str, key: str, value: Any, ttl: float) -> None:
+        threads.append(threading.current_thread().name)
+        real_put(self, ns, key, value, ttl)
+
+    monkeypatch.setattr(InMemoryStoreBackend, "_get", get)
+    monkeypatch.setattr(InMemoryStoreBackend, "_put", put)
 
     def send_email(to: str) -> str:
         """Send an email."""
         return f"sent to {to}"
 
-    answer = _graph_run(harness, StructuredTool.from_function(send_email), InMemoryStore(), "c1")
+    store = InMemoryStore()
+    answer = _graph_run(harness, StructuredTool.from_function(send_email), store, "c1")
     assert answer.content == "sent to ann"
+    [receipt] = store.search((NAMESPACE, NS_JOURNAL))  # in the store, as its API reads it
+    assert receipt.value["j"]["kind"] == "receipt"
     assert threads == [threading.current_thread().name] * 3  # read, intent, receipt
+
+
+def test_a_write_in_process_memory_holds_its_lease_without_the_keeper(
+    harness: Harness, sqlite_store: tuple[SqliteStore, str]
+) -> None:
+    """An ``InMemoryStore`` is read by this process alone: the intent holds its lease
+    for as long as the entry is kept (a twin of the write in this process finds it
+    running however long it runs) and the lease keeper renews nothing. A store another
+    worker reads (a SQLite file) gets a lease of `Journal.lease_s`, renewed while the
+    write runs."""
+    store, path = InMemoryStore(), sqlite_store[1]
+    seen: list[tuple[dict[str, Any], int]] = []
+    held = len(keeper)
+
+    def in_memory() -> list[dict[str, Any]]:
+        return [item.value["j"] for item in store.search((NAMESPACE, NS_JOURNAL))]
+
+    def send_email(to: str) -> str:
+        """Send an email."""
+        [entry] = in_memory() if len(seen) == 0 else list(_journal(path).values())
+        seen.append((entry, len(keeper) - held))
+        return f"sent to {to}"
+
+    tool = StructuredTool.from_function(send_email)
+    assert _graph_run(harness, tool, store, "c1").content == "sent to ann"
+    assert _graph_run(harness, tool, sqlite_store[0], "c2").content == "sent to ann"
+    (memory, renewed_there), (sqlite, renewed_here) = seen
+    journal = Journal()
+    assert memory["lease_until"] == memory["started"] + journal.ttl_s and renewed_there == 0
+    much_later = memory["started"] + 100 * journal.lease_s
+    assert judge(memory, much_later, memory["args"]) is Verdict.RUNNING
+    assert sqlite["lease_until"] == sqlite["started"] + journal.lease_s and renewed_here == 1
+    assert len(keeper) == held

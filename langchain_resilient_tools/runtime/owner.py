@@ -41,18 +41,25 @@ def _host() -> tuple[str, str]:
     return socket.gethostname(), _read("/proc/sys/kernel/random/boot_id")
 
 
-_ME: dict[int, dict[str, Any]] = {}
-"""This process's owner record, by pid (read from /proc once, made again after a fork)."""
+_ME: list[dict[str, Any]] = []
+"""This process's owner record once made (read from /proc once; forgotten in the child
+of a fork, `_forget_me`, so that asking for it costs no system call per write)."""
+
+
+def _forget_me() -> None:
+    _ME.clear()
+
+
+os.register_at_fork(after_in_child=_forget_me)
 
 
 def me() -> dict[str, Any]:
     """This worker (process) as an owner record (it changes after a fork)."""
-    pid = os.getpid()
-    found = _ME.get(pid)
-    if found is None:
+    if not _ME:
+        pid = os.getpid()
         host, boot = _host()
-        found = _ME[pid] = {"host": host, "boot": boot, "pid": pid, "start": _start_ticks(pid)}
-    return dict(found)
+        _ME.append({"host": host, "boot": boot, "pid": pid, "start": _start_ticks(pid)})
+    return dict(_ME[0])
 
 
 def gone(owner: Mapping[str, Any]) -> bool:

@@ -25,9 +25,11 @@ claim    atomic insert-if-absent-or-     get then put under a process lock: atom
 delete   atomic                          the store's delete
 ======== =============================== ============================================
 
-On Redis (`state.redis.RedisBackend`) each operation is one command (``GET``, ``SET
-... PX``, ``SET ... NX PX``, ``DEL``) with the expiry and the clock on the server: claim
-is atomic across processes; what may be lost is said there.
+LangGraph's own ``InMemoryStore`` is read and written in place, the same items without
+its batch API (`state.inmemory.InMemoryStoreBackend`). On Redis
+(`state.redis.RedisBackend`) each operation is one command (``GET``, ``SET ... PX``,
+``SET ... NX PX``, ``DEL``) with the expiry and the clock on the server: claim is atomic
+across processes; what may be lost is said there.
 
 `put_unsynced` (a function: a backend may offer the method) is a put that need not wait
 for the disk where the backend can skip it: what outlives the process but may be lost

@@ -14,6 +14,7 @@ from langgraph.store.base import BaseStore
 
 from ..core.errors import UsageError
 from .backend import MemoryBackend, StateBackend, StoreBackend
+from .inmemory import InMemoryStoreBackend, in_place
 
 
 def _is_a(obj: Any, modules: tuple[str, ...], name: str | None = None) -> bool:
@@ -71,6 +72,8 @@ def as_backend(store: Any, *, clock: Callable[[], float] = time.time) -> StateBa
         from .sqlite import SqliteBackend
 
         return SqliteBackend(path, clock=clock)
+    if in_place(store):  # LangGraph's InMemoryStore: its items, read and written in place
+        return InMemoryStoreBackend(store, clock=clock)
     try:
         from .postgres import is_postgres_store, store_backend
     except ImportError:  # langgraph-checkpoint-postgres is not installed
@@ -112,6 +115,13 @@ def blocks(backend: StateBackend) -> bool:
 
         return type(backend.store) is not InMemoryStore
     return True
+
+
+def in_process(backend: StateBackend) -> bool:
+    """Whether only this process ever reads what `backend` keeps (a `MemoryBackend`,
+    LangGraph's own ``InMemoryStore`` read in place): no other worker can see it, so
+    nothing need be renewed there for another worker to read (a write's lease)."""
+    return type(backend) is MemoryBackend or type(backend) is InMemoryStoreBackend
 
 
 def checkpointer_backend(saver: Any) -> StateBackend | None:

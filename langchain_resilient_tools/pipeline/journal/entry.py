@@ -31,6 +31,7 @@ from ...runtime import deadline as _deadline
 from ...runtime.lease import keeper
 from ...runtime.owner import me
 from ...state.backend import StateBackend
+from ...state.choose import in_process
 from ...text.classify import classify
 from . import core, logic, running
 from .core import POLL_S, Do, End
@@ -51,7 +52,8 @@ class Entry:
     """One call's journal session: its backend, key and intent."""
 
     __slots__ = (
-        "backend", "call", "digest", "handle", "intent", "key", "lease", "run", "step", "ttl",
+        "backend", "call", "digest", "handle", "intent", "key", "lease", "run", "shared", "step",
+        "ttl",
     )  # fmt: skip
 
     def __init__(self, call: Call, backend: StateBackend, step: str) -> None:
@@ -59,6 +61,10 @@ class Entry:
         self.call, self.backend, self.step = call, backend, step
         self.key = logic.entry_key(call.name, key_for(call, step), step, rerun=call.resolved.rerun)
         self.lease, self.ttl = journal.lease_s, journal.ttl_s
+        self.shared = not in_process(backend)
+        """Whether another worker may read the entry: then the write's lease is renewed
+        while it runs; else (process memory) it is held until the write ends (`start`)."""
+        self.handle: int | None = None
         self.digest: str | None = None
         """The arguments' digest (`logic.args_digest`), once the first intent has it."""
         self.intent: dict[str, Any] = {}
@@ -92,7 +98,8 @@ class Entry:
         what (`core.Do`). Reads the store's clock: off the event loop, as the store."""
         call = self.call
         self.intent = logic.intent(
-            call.name, call.args, owner=me(), now=self.backend.clock(), lease=self.lease,
+            call.name, call.args, owner=me(), now=self.backend.clock(),
+            lease=self.lease if self.shared else self.ttl,
             step=self.step, digest=self.digest,
         )  # fmt: skip
         self.digest = self.intent["args"]
@@ -150,14 +157,20 @@ class Entry:
     # -- the write's run ------------------------------------------------------------------
 
     def start(self) -> None:
-        """The write is about to run here: hold its lease, mark it running in-process."""
+        """The write is about to run here: mark it running in-process, and renew its lease
+        while it runs where another worker reads it. In process memory, which only this
+        process reads, its intent holds the lease for as long as the entry is kept (until
+        the write's end replaces it: a receipt, its removal, or marked orphaned when cut
+        short), which is what renewing it until then comes to, without the keeper."""
         self.run = running.started(self.key)
-        self.handle = keeper.hold(self.renew, self.lease / 3)
+        if self.shared:
+            self.handle = keeper.hold(self.renew, self.lease / 3)
 
     def close(self, end: End, exc: BaseException | None = None, value: Any = None) -> None:
         """The write ended: stop its lease (no renewal runs after this), then write its
         `end`, then wake whoever in this process waits for it."""
-        keeper.release(self.handle)
+        if self.handle is not None:
+            keeper.release(self.handle)
         try:
             if end is End.RECEIPT:
                 self.write_receipt(value, exc if isinstance(exc, Exception) else None)

@@ -67,8 +67,42 @@ encoder on every call)."""
 
 
 def args_digest(args: Mapping[str, Any]) -> str:
-    text = _ARGS_JSON.encode(canonical(args if type(args) is dict else dict(args)))
+    """A digest of `args` made canonical (`core.key.canonical`), stable across processes
+    and versions (a resumed run compares it with the one its intent kept)."""
+    text = _flat_json(args) if type(args) is dict else None
+    if text is None:
+        text = _ARGS_JSON.encode(canonical(args if type(args) is dict else dict(args)))
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+_JSON_STR = json.encoder.encode_basestring_ascii
+_JSON_CONST: dict[Any, str] = {True: "true", False: "false", None: "null"}
+
+
+def _flat_json(args: dict[str, Any]) -> str | None:
+    """The text `_ARGS_JSON` writes for `canonical(args)` when every key is a str and
+    every value a str, an int, a bool or `None` (most tool calls), without building an
+    encoder and a canonical copy first; `None` for anything else."""
+    parts = []
+    try:
+        names = sorted(args)
+    except TypeError:  # keys of several types
+        return None
+    for name in names:
+        value = args[name]
+        kind = type(value)
+        if type(name) is not str:
+            return None
+        if kind is str:
+            text = _JSON_STR(" ".join(value.split()))  # core.key.canonical_text
+        elif kind is int:
+            text = int.__repr__(value)
+        elif kind is bool or value is None:
+            text = _JSON_CONST[value]
+        else:
+            return None
+        parts.append(f"{_JSON_STR(name)}: {text}")
+    return "{" + ", ".join(parts) + "}"
 
 
 def intent(
@@ -119,8 +153,12 @@ def receipt(
     if isinstance(value, Command):
         done["content"] = None  # a state update cannot be given again
         return done
+    limit = min(cap or RECEIPT_CHARS, RECEIPT_CHARS)
+    if type(value) is str and len(value) <= limit:  # most answers: kept as they are
+        done["content"] = value
+        return done
     content = value.content if isinstance(value, ToolMessage) else content_of(value)
-    done["content"] = truncate(content, min(cap or RECEIPT_CHARS, RECEIPT_CHARS))
+    done["content"] = truncate(content, limit)
     return done
 
 

@@ -6,8 +6,10 @@ it, and no entry may answer a later run that reuses its call id), with a journal
 backend (`where.journal_backend`). Entries are kept per step of the thread, and answer
 only a call with the same arguments (`logic.judge`). Before the
 write runs, its intent is claimed under the call's idempotency key (one round trip);
-while it runs, its lease is renewed (`runtime.lease`, only for writes that outlast a
-third of the lease); when it answers, the receipt is written (one round trip). The
+while it runs, its lease is renewed where another worker reads the entry (`runtime.lease`,
+only for writes that outlast a third of the lease; in process memory the intent holds it
+until the write ends: `entry.Entry.start`); when it answers, the receipt is written (one
+round trip). The
 intent is synced to disk before the tool runs; the receipt is committed before the answer
 is returned but not waited on to reach the disk (`state.backend.put_unsynced`): a dead
 worker loses neither, and what a power loss or a database crash may take is the receipt
