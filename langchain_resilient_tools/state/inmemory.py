@@ -57,6 +57,6 @@ class InMemoryStoreBackend(StoreBackend):
         exp = self.clock() + ttl
         data = {"exp": exp, "j": value} if type(value) is Record else {"exp": exp, **encode(value)}
         where, now = self._where(ns), datetime.now(UTC)
-        self._items[where][key] = Item(
+        self._items.setdefault(where, {})[key] = Item(
             value=data, key=key, namespace=where, created_at=now, updated_at=now
         )
