@@ -376,7 +376,7 @@ class HedgeStage(Stage):
             nonlocal timer, hops
             timer = None
             at = race.due
-            if at is not None and clock() >= at and hops < self.settle_hops:
+            if at is not None and clock() >= at and hops < settle:
                 hops += 1
                 timer = loop.call_soon(due)
                 return
@@ -396,6 +396,8 @@ class HedgeStage(Stage):
         # A sync tool runs on a worker thread (offloaded here, or by the adapter's
         # stand-in tool): a losing attempt is counted until it lets go of the thread.
         holds_thread = call.offload or (call.tool is not None and not has_native_async(call.tool))
+        # Its answer is stamped on its thread (`Probe.run`): the race sees it at once.
+        settle = 0 if holds_thread else self.settle_hops
         launch()
         # At least one turn of the loop before the first look: the attempt just started
         # runs up to its first await (and reaches its tool) before a hedge is due.
