@@ -13,6 +13,7 @@ running, so what is learned or due never depends on real time.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import defaultdict
 from typing import Any
@@ -24,6 +25,7 @@ from langchain_resilient_tools import Hedge, Limits, ToolPolicy
 from langchain_resilient_tools.core.errors import Superseded
 from langchain_resilient_tools.core.policy import overlay
 from langchain_resilient_tools.core.probe import Probe
+from langchain_resilient_tools.pipeline.hedge import logic
 from langchain_resilient_tools.pipeline.hedge.logic import AUTO_MIN_SAMPLES, Move, Race
 from langchain_resilient_tools.pipeline.hedge.stage import HedgeStage
 from langchain_resilient_tools.testing import tool_call
@@ -264,3 +266,36 @@ def test_a_loser_still_on_its_way_never_runs(
     assert superseded.wait(30)
     assert CALLS["search_docs"] == 1  # the tool ran once: the hedge never reached it
     assert harness.stats()["search_docs"]["hedges"] == 1  # sent, and counted as sent
+
+
+def test_an_answer_on_its_way_when_the_hedge_comes_due_is_not_hedged(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a busy loop the hedge's timer and the first attempt's answer come due in the
+    same turn: the answer still has turns to go (LangChain runs the tool's coroutine as
+    a task of its own), and a hedge sent at once would be spent on an attempt that has
+    answered. The race lets its answer through first (`SETTLE_HOPS` turns), then looks.
+    (Here the race looks at every turn of the loop, and the answer and the delay's end
+    come in one callback.)"""
+    if harness.mode == "sync":
+        pytest.skip("an async race: a sync attempt's answer comes from its thread")
+    monkeypatch.setattr(logic, "POLL_S", 0.0)
+    clock = FakeClock()
+
+    async def aread(query: str) -> str:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[str] = loop.create_future()
+
+        def due_and_answered() -> None:
+            clock.advance(10.0)  # far past the delay ...
+            answer.set_result(f"fresh {query}")  # ... and the answer on its way
+
+        loop.call_soon(due_and_answered)
+        return await answer
+
+    tool = counted("search_docs", lambda query: f"fresh {query}", coroutine=aread)
+    policy = ToolPolicy(hedge=Hedge(delay=0.5, budget=1.0), clock=clock, dedup="off")
+    result = harness.run([tool], [tool_call("search_docs", {"query": "q"}, id="c1")], policy=policy)
+    assert result["c1"].content == "fresh q"
+    assert CALLS["search_docs"] == 1
+    assert harness.stats()["search_docs"]["hedges"] == 0
