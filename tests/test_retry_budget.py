@@ -22,6 +22,23 @@ def test_budget_allows_minimum_plus_ratio_of_calls() -> None:
     assert budget.try_spend() and budget.try_spend() and not budget.try_spend()
 
 
+def test_calls_counted_in_batches_keep_their_time() -> None:
+    """Calls are counted in batches (and when a retry is asked for), each in the time
+    slice it was made in: a batch that spans slices forgets its oldest calls first."""
+    clock = FakeClock()
+    budget = RetryAllowance(ratio=0.5, minimum=0, window=10, clock=clock)
+    for _ in range(150):
+        budget.record_call()
+    clock.advance(5)
+    for _ in range(150):  # the 256th call counts the batch: 150 at t=0, 106 at t=5
+        budget.record_call()
+    clock.advance(5.5)  # t=10.5: the calls made at t=0 have left the window
+    spent = 0
+    while budget.try_spend():
+        spent += 1
+    assert spent == 75  # half of the 150 calls made at t=5
+
+
 def test_budget_stops_a_retry_storm(harness: Harness) -> None:
     policy = ToolPolicy(
         retry=RetryPolicy(max_attempts=5, budget=RetryBudget(ratio=0.1, min=3)),

@@ -60,6 +60,30 @@ def test_counts_by_outcome_error_type_and_server() -> None:
     assert row["breaker"] is None and row["breaker_opens"] == 0
 
 
+def test_a_batch_is_counted_as_each_event_alone() -> None:
+    """Events queued past a batch (two tools, plain calls among errors, retries, repairs
+    and hedges) count as they would one by one; the last classification stands."""
+    mixed = [
+        event("a", ms=float(i), classified_as="read", classified_by="name")
+        if i % 3
+        else event("b", ms=float(i), attempts=1 + i % 4, classified_by="explicit")
+        for i in range(300)
+    ]
+    mixed[7] = event("a", error="timeout", attempts=2, served_by="fallback")
+    mixed[9] = event("a", repairs=("renamed q -> query",), hedges=1, attempts=2, hedge_won=True)
+    batched, alone = Stats(), Stats()
+    for e in mixed:
+        batched.add(e)
+    for e in mixed:  # a breaker state makes each event counted at once
+        alone.add(e._replace(breaker="closed"))
+    rows = {r["tool"]: r for r in batched.snapshot().rows()}
+    expected = {r["tool"]: {**r, "breaker": None} for r in alone.snapshot().rows()}
+    assert rows == expected
+    assert rows["a"]["retries"] == 1 and rows["a"]["hedges"] == 1 and rows["a"]["repairs"] == 1
+    assert rows["a"]["classified_by"] == "name" and rows["b"]["classified_by"] == "explicit"
+    assert [e.call_id for e in batched.snapshot().events] == [e.call_id for e in mixed[-1000:]]
+
+
 def test_memory_is_bounded() -> None:
     stats = Stats(max_events=5, latency_window=3)
     for i in range(100):

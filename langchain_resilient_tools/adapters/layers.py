@@ -208,9 +208,10 @@ class Layers:
                 )  # fmt: skip
         self._checked.update(new)
 
-    def note_rerun(self, request: Any, node: str) -> None:
-        """Say once that LangGraph ran the node again (its ``retry_policy=``)."""
-        info = getattr(getattr(request, "runtime", None), "execution_info", None)
+    def note_rerun(self, runtime: Any, node: str) -> None:
+        """Say once that LangGraph ran the node again (its ``retry_policy=``), as the
+        `runtime` of one of its calls says."""
+        info = getattr(runtime, "execution_info", None)
         attempt = getattr(info, "node_attempt", 1)
         if isinstance(attempt, int) and attempt > 1:
             self._say("node", NODE_RERUN, node, attempt, self.ours)

@@ -60,8 +60,11 @@ class NodeCalls:
         self.run_sync = run_sync
         self.node = node
         self.user_wrap, self.user_awrap = user_wrap, user_awrap
-        self.steps: dict[int, Step] = {}
-        """The open step of each `ToolRuntime` of a running step, by the runtime's id."""
+        self.steps: dict[int, tuple[Step, dict[str, Any]]] = {}
+        """The open step of each `ToolRuntime` of a running step, by the runtime's id,
+        with what every call of it shares (`_shared`)."""
+        self.passthrough = user_wrap is not None or user_awrap is not None
+        """A user's wrapper may answer a call to an unknown tool (`Call.passthrough_unknown`)."""
         self.use_tools({})
 
     def use_tools(self, tools: dict[str, BaseTool]) -> None:
@@ -71,16 +74,33 @@ class NodeCalls:
         self.keyless = frozenset(n for n, t in tools.items() if not takes_key(t))
         """The tools that take no idempotency key (`core.idempotency.keyed_request`)."""
 
+    def _shared(self, runtime: Any) -> dict[str, Any]:
+        """What every call made under `runtime` (one of a step's, which all share its
+        thread, deadline, context and store) takes from it, and a note that LangGraph
+        ran the node again (its ``retry_policy``)."""
+        self.layers.note_rerun(runtime, self.node)
+        config = runtime.config if runtime else None
+        return {
+            "thread_id": thread_id_of(config),
+            "deadline": deadline_of(config),
+            "context": getattr(runtime, "context", None),
+            "store": getattr(runtime, "store", None),
+            "passthrough_unknown": self.passthrough,
+            "tool_validates": self.errors.handle is not True,  # ToolNode's own handling decides
+        }
+
     @contextmanager
     def step(
         self, tool_calls: Sequence[ToolCall], runtimes: list[ToolRuntime], config: RunnableConfig
     ) -> Iterator[Step]:
         """The pipeline's step of `tool_calls`, found by each call through its runtime
-        until the step is done."""
+        until the step is done; what its calls share is read once, off its first runtime."""
         state = runtimes[0].state if runtimes else None
         step = self.pipeline.open_step(tool_calls, state, config)
-        for rt in runtimes:
-            self.steps[id(rt)] = step
+        if runtimes:
+            opened = (step, self._shared(runtimes[0]))
+            for rt in runtimes:
+                self.steps[id(rt)] = opened
         try:
             yield step
         finally:  # the step is closed: its runtimes no longer find it
@@ -89,29 +109,28 @@ class NodeCalls:
 
     def step_of(self, runtime: Any) -> Step:
         """The open step of a call's `runtime`, or the pipeline's loose one."""
-        return self.steps.get(id(runtime)) or self.pipeline.loose_step
+        opened = self.steps.get(id(runtime))
+        return self.pipeline.loose_step if opened is None else opened[0]
 
     def _new_call(self, request: ToolCallRequest) -> Call:
         tc = request.tool_call
-        self.layers.note_rerun(request, self.node)  # a node retry_policy re-ran it
         runtime = request.runtime
-        config = runtime.config if runtime else None
+        opened = self.steps.get(id(runtime))
+        if opened is None:  # a call outside the steps the node opened
+            step, shared = self.pipeline.loose_step, self._shared(runtime)
+        else:
+            step, shared = opened
         call = self.pipeline.new_call(
-            of_step=self.step_of(runtime),
+            of_step=step,
             call_id=tc["id"] or "",
             name=tc["name"],
             args=dict(tc["args"]) if isinstance(tc["args"], dict) else {},
             tool=request.tool,
             valid_tools=self.names,
-            thread_id=thread_id_of(config),
-            deadline=deadline_of(config),
             state=request.state,
-            config=config,
-            context=getattr(runtime, "context", None),
-            store=getattr(runtime, "store", None),
-            passthrough_unknown=self.user_wrap is not None or self.user_awrap is not None,
-            tool_validates=self.errors.handle is not True,  # ToolNode's own handling decides
+            config=runtime.config if runtime else None,
             rerun=RERUN.get(),  # a write a person chose to run again
+            **shared,
         )
         bad: Any = tc.get(INVALID_KEY)  # type: ignore[misc]
         if bad is not None:

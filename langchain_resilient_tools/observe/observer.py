@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from functools import partial
 from typing import Any
 
 from langchain_core.runnables.config import (
@@ -24,6 +25,9 @@ from ..core.call import CallRecord
 from . import otel as _otel
 from .stats import UNKNOWN_TOOL_LABEL, CallEvent, Stats
 from .tracing import TraceSetting, without_values
+
+_new_event = partial(tuple.__new__, CallEvent)
+"""``CallEvent._make`` without its Python frame (the values are all there, in order)."""
 
 EVENT_NAME = "resilience"
 """Name of the LangChain custom event dispatched for every finished call."""
@@ -59,7 +63,7 @@ class Observer:
         repairs = tuple(record.repairs) if record.repairs else ()
         if repairs and self.payloads == "omit":
             repairs = without_values(repairs)
-        event = CallEvent._make(  # its values in field order: no keywords to bind
+        event = _new_event(  # its values in field order: no keywords to bind
             (
                 record.tool if known_tool else UNKNOWN_TOOL_LABEL,
                 record.call_id,

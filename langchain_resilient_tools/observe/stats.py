@@ -17,6 +17,7 @@ import threading
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 UNKNOWN_TOOL_LABEL = "<unknown>"
@@ -110,6 +111,23 @@ class _ToolCounters:
 
 _FOLD_EVERY = 256
 """Events of tools without a breaker are counted in batches of at most this many."""
+_TOOL = itemgetter(0)
+
+
+def _add(counter: Counter[str], values: tuple[str, ...]) -> None:
+    """Count each of `values` in `counter` (usually all the same: counted at once)."""
+    first = values[0]
+    if values.count(first) == len(values):
+        counter[first] += len(values)
+    else:
+        counter.update(values)
+
+
+def _by_tool(events: list[CallEvent]) -> dict[str, list[CallEvent]]:
+    groups: dict[str, list[CallEvent]] = {}
+    for event in events:
+        groups.setdefault(event.tool, []).append(event)
+    return groups
 
 
 class Stats:
@@ -145,30 +163,63 @@ class Stats:
             return self._count(event)
 
     def _fold(self) -> None:
-        """Count the queued events, in their order (call with the lock held)."""
+        """Count the queued events, in their order (call with the lock held): in bulk,
+        per tool; one by one only in a batch where some call was more than answered at
+        its first attempt, as it was sent (an error, a retry, a hedge, a repair)."""
         queued = self._queued
-        while queued:
-            self._count(queued.popleft())
+        n = len(queued)
+        if not n:
+            return
+        batch = [queued.popleft() for _ in range(n)]  # appended meanwhile: the next fold
+        self._events.extend(batch)
+        tools = set(map(_TOOL, batch))
+        groups = [(tools.pop(), batch)] if len(tools) == 1 else _by_tool(batch).items()
+        for tool, events in groups:
+            counters = self._counters(tool)
+            fields = list(zip(*events, strict=True))  # each field of the events, as one tuple
+            (_, _, outcomes, errors, attempts, durations, repairs, served_by, _, _, hedges,
+             _, _, _, classified_by) = fields  # fmt: skip
+            counters.calls += len(events)
+            _add(counters.outcomes, outcomes)
+            _add(counters.served_by, served_by)
+            counters.attempts += sum(attempts)
+            counters.latencies.extend(durations)
+            for i in range(len(events) - 1, -1, -1):  # the last classification stands
+                if classified_by[i] is not None:
+                    counters.classified_as = events[i].classified_as
+                    counters.classified_by = classified_by[i]
+                    break
+            if any(errors) or any(repairs) or any(hedges) or set(attempts) != {1}:
+                for event in events:  # some call was more than answered at once, as sent
+                    self._count_more(counters, event)
 
-    def _count(self, event: CallEvent) -> bool:
-        (tool, _, outcome, error, attempts, duration_ms, repairs, served_by, breaker, _, hedges,
-         hedge_won, _, classified_as, classified_by) = event  # fmt: skip
+    def _counters(self, tool: str) -> _ToolCounters:
         counters = self._tools.get(tool)
         if counters is None:
             counters = self._tools[tool] = _ToolCounters(
                 latencies=deque(maxlen=self._latency_window)
             )
+        return counters
+
+    def _count(self, event: CallEvent) -> bool:
+        """Count one `event` (call with the lock held); whether it opened the breaker."""
+        counters = self._counters(event.tool)
         counters.calls += 1
-        counters.outcomes[outcome] += 1
-        counters.served_by[served_by] += 1
-        counters.attempts += attempts
-        counters.latencies.append(duration_ms)
+        counters.outcomes[event.outcome] += 1
+        counters.served_by[event.served_by] += 1
+        counters.attempts += event.attempts
+        counters.latencies.append(event.duration_ms)
         self._events.append(event)
-        if classified_by is not None:
-            counters.classified_as = classified_as
-            counters.classified_by = classified_by
-        if not (error or repairs or hedges or attempts != 1 or breaker is not None):
-            return False  # a call answered at its first attempt, as it was sent
+        if event.classified_by is not None:
+            counters.classified_as = event.classified_as
+            counters.classified_by = event.classified_by
+        return self._count_more(counters, event)
+
+    @staticmethod
+    def _count_more(counters: _ToolCounters, event: CallEvent) -> bool:
+        """What `event` adds beyond a call answered at once, as it was sent (errors,
+        retries, hedges, repairs, the breaker); whether it opened the breaker."""
+        (_, _, _, error, attempts, _, repairs, _, breaker, _, hedges, hedge_won, *_) = event
         if error:
             counters.errors[error] += 1
         if attempts - hedges > 1:

@@ -74,6 +74,8 @@ LEDGER_KEY = "tool_ledger"
 
 def has_ledger(state: Any) -> bool:
     """Whether the graph state keeps a ledger (``tool_ledger``)."""
+    if type(state) is dict:  # the usual state: no ABC check (it costs on every call)
+        return LEDGER_KEY in state
     return isinstance(state, Mapping) and LEDGER_KEY in state
 
 

@@ -11,7 +11,9 @@ seconds after it happened.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
+from collections.abc import Sequence
 
 BUCKETS = 10
 """Slices per window: an event is forgotten up to a tenth of the window early."""
@@ -31,6 +33,15 @@ class SlidingCounts:
         self._buckets: deque[list[int]] = deque()  # [slice index, first, second]
         self.first = 0
         self.second = 0
+
+    def add_firsts(self, times: Sequence[float]) -> None:
+        """Count a `first` event at each of `times` (ascending), one `add` per slice."""
+        width, start, n = self._width, 0, len(times)
+        while start < n:
+            end = bisect_left(times, (int(times[start] // width) + 1) * width, start)
+            end = max(end, start + 1)  # at least one (a time on a slice's very edge)
+            self.add(times[end - 1], first=end - start)
+            start = end
 
     def advance(self, now: float) -> None:
         """Forget the slices that have left the window at time `now`."""

@@ -233,9 +233,8 @@ def first_twins(calls: Sequence[Mapping[str, Any]]) -> list[int | None]:
         if not isinstance(args, dict):
             out.append(None)
             continue
-        key = _twin_key(tc.get("name"), args)
-        out.append(seen.get(key))
-        seen.setdefault(key, i)
+        first = seen.setdefault(_twin_key(tc.get("name"), args), i)  # the key hashed once
+        out.append(None if first == i else first)
     return out
 
 
