@@ -617,3 +617,63 @@ def test_the_race_says_when_each_hedge_is_due() -> None:
     assert held.next(1.0, 0.0, False) is Move.HEDGE
     held.hold()  # it may not go now (budget, circuit ...): none goes later in this race
     assert held.due is None and held.next(5.0, 0.0, False) is Move.WAIT
+
+
+_LOSER_LEFT = """
+import sys, threading
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langchain_resilient_tools import Hedge, ResilientToolNode, ToolPolicy
+from langchain_resilient_tools.pipeline.hedge import stage
+from langchain_resilient_tools.testing import tool_call
+from tests.clock import FakeClock
+from tests.support.graphs import tools_graph
+
+clock, stall, seen = FakeClock(), threading.Event(), []
+
+@tool
+def search_docs(query: str) -> str:
+    \"\"\"Search.\"\"\"
+    seen.append(query)
+    if seen.count(query) == 1 and query.startswith("q"):
+        clock.advance(10.0)
+        stall.wait()  # never released: the loser still holds its thread at exit
+    return f"fresh {query}"
+
+policy = ToolPolicy(hedge=Hedge(delay=0.5, budget=1.0), clock=clock, dedup="off")
+graph = tools_graph(ResilientToolNode([search_docs], policy=policy))
+
+def step(q):
+    calls = [tool_call("search_docs", {"query": x}, id=x) for x in (q, "r" + q)]
+    state = graph.invoke({"messages": [AIMessage("", tool_calls=calls)]})
+    print(sorted(m.content for m in state["messages"][1:]))
+
+worker = threading.Thread(target=step, args=("q1",))  # its step loop ends with it
+worker.start(); worker.join(30)
+import gc; gc.collect()
+print("left by the thread's step:", sum(not t.done() for t in stage._losers))
+step("q2")  # on the main thread: its loser is still pending at exit
+"""
+
+
+def test_a_losing_attempt_left_on_a_sync_steps_loop_ends_quietly() -> None:
+    """A sync step of several calls races them on its thread's private loop; a losing
+    attempt of a sync tool holds its thread and is left to finish there. When the
+    thread ends, its loop's losers are cancelled (none is kept for good); at exit, one
+    still pending is not reported as "Task was destroyed but it is pending!"."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", _LOSER_LEFT], cwd=root, capture_output=True, text=True,
+        timeout=120, env={**__import__("os").environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [
+        "['fresh q1', 'fresh rq1']",
+        "left by the thread's step: 0",
+        "['fresh q2', 'fresh rq2']",
+    ]
+    assert "destroyed but it is pending" not in done.stderr

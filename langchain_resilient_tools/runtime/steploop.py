@@ -16,6 +16,7 @@ the caller falls back to threads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -31,20 +32,30 @@ class _Holder:
 
     def __del__(self) -> None:
         loop = getattr(self, "loop", None)
-        if loop is not None and not loop.is_closed() and not loop.is_running():
+        if loop is None or loop.is_closed() or loop.is_running():
+            return
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        if pending and not _loop_running_here():  # e.g. a hedge's loser, left to finish
+            with contextlib.suppress(Exception):
+                _discard(loop, pending)  # cancelled: it ends, and its references go
+        if not loop.is_closed():
             loop.close()
 
 
 _local = threading.local()
 
 
-def step_loop() -> asyncio.AbstractEventLoop | None:
-    """This thread's private loop, or `None` when a loop is already running here."""
+def _loop_running_here() -> bool:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        pass
-    else:
+        return False
+    return True
+
+
+def step_loop() -> asyncio.AbstractEventLoop | None:
+    """This thread's private loop, or `None` when a loop is already running here."""
+    if _loop_running_here():
         return None
     holder: _Holder | None = getattr(_local, "holder", None)
     if holder is None or holder.loop.is_closed():
