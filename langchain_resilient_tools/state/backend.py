@@ -52,7 +52,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from cachetools import TTLCache
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, Item
 
 from ..core.errors import BackendError
 from .limits import MemoryLimits
@@ -225,15 +225,22 @@ class StoreBackend:
             where = self._ns[ns] = (NAMESPACE, ns)
         return where
 
-    def _get(self, ns: str, key: str) -> Any | None:
-        item = self.store.get(self._where(ns), key)
+    def _live(self, item: Item | None) -> Any | None:
+        """`item`'s value as it was put, unless there is none or it has expired."""
         if item is None or float(item.value.get("exp", 0.0)) <= self.clock():
             return None
         return decode(item.value)
 
-    def _put(self, ns: str, key: str, value: Any, ttl: float) -> None:
+    def _stored(self, value: Any, ttl: float) -> dict[str, Any]:
+        """What the store keeps for `value`, expiring in `ttl` seconds."""
         exp = self.clock() + ttl
-        data = {"exp": exp, "j": value} if type(value) is Record else {"exp": exp, **encode(value)}
+        return {"exp": exp, "j": value} if type(value) is Record else {"exp": exp, **encode(value)}
+
+    def _get(self, ns: str, key: str) -> Any | None:
+        return self._live(self.store.get(self._where(ns), key))
+
+    def _put(self, ns: str, key: str, value: Any, ttl: float) -> None:
+        data = self._stored(value, ttl)
         if self._ttl:  # the store's own expiry (minutes), so that it sweeps old entries
             self.store.put(self._where(ns), key, data, index=False, ttl=max(ttl / 60.0, 1.0))
         else:

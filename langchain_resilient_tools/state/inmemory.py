@@ -24,7 +24,7 @@ from typing import Any, TypeGuard
 from langgraph.store.base import BaseStore, Item
 from langgraph.store.memory import InMemoryStore
 
-from .backend import Record, StoreBackend, decode, encode
+from .backend import StoreBackend
 
 
 def in_place(store: BaseStore) -> TypeGuard[InMemoryStore]:
@@ -48,15 +48,11 @@ class InMemoryStoreBackend(StoreBackend):
 
     def _get(self, ns: str, key: str) -> Any | None:
         items = self._items.get(self._where(ns))
-        item = None if items is None else items.get(key)
-        if item is None or float(item.value.get("exp", 0.0)) <= self.clock():
-            return None
-        return decode(item.value)
+        return self._live(None if items is None else items.get(key))
 
     def _put(self, ns: str, key: str, value: Any, ttl: float) -> None:
-        exp = self.clock() + ttl
-        data = {"exp": exp, "j": value} if type(value) is Record else {"exp": exp, **encode(value)}
         where, now = self._where(ns), datetime.now(UTC)
         self._items.setdefault(where, {})[key] = Item(
-            value=data, key=key, namespace=where, created_at=now, updated_at=now
-        )
+            value=self._stored(value, ttl), key=key, namespace=where, created_at=now,
+            updated_at=now,
+        )  # fmt: skip
