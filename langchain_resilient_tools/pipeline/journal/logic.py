@@ -28,7 +28,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from ...core.key import canonical
+from ...core.key import canonical, canonical_text
 from ...core.resume import step_digest
 from ...runtime.owner import alive
 from ...state.backend import Record
@@ -94,7 +94,7 @@ def _flat_json(args: dict[str, Any]) -> str | None:
         if type(name) is not str:
             return None
         if kind is str:
-            text = _JSON_STR(" ".join(value.split()))  # core.key.canonical_text
+            text = _JSON_STR(canonical_text(value))
         elif kind is int:
             text = int.__repr__(value)
         elif kind is bool or value is None:
