@@ -179,22 +179,29 @@ class NodeCalls:
     def sync_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
     ) -> Call:
-        """The `Call` for `request`, run by the sync `execute` (through a user wrapper)."""
+        """The `Call` for `request`, run by the sync `execute` (through a user wrapper).
+        Its runner is handed the call (no closure over it): freed when it ends, no cycle."""
+        call = self._new_call(request)
+        run = self._execute_bridged if self.user_wrap is None else self._user_run
+        call.run = partial(run, request, execute)
+        return call
 
-        def bridged_execute(req: ToolCallRequest) -> Any:
-            return execute(bridged(req, call))  # an async-only tool runs its coroutine
+    def _execute_bridged(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any], call: Call
+    ) -> Any:
+        """`_execute` by the sync `execute`; an async-only tool runs its coroutine."""
+        return self._execute(request, lambda req: execute(bridged(req, call)), call)
+
+    def _user_run(
+        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any], call: Call
+    ) -> Any:
+        """`call` through the user's sync wrapper, which runs the tool by `execute`."""
 
         def guarded(req: ToolCallRequest) -> Any:
             self._guard(req)
-            return bridged_execute(req)
+            return execute(bridged(req, call))
 
-        user = self.user_wrap
-        call = self._new_call(request)
-        if user is None:
-            call.run = partial(self._execute, request, bridged_execute)
-        else:
-            call.run = lambda c: user(self._request_for(request, c), guarded)
-        return call
+        return self.user_wrap(self._request_for(request, call), guarded)  # type: ignore[misc]
 
     def wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
         """ToolNode's sync ``wrap_tool_call`` hook."""

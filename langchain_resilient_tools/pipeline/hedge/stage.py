@@ -113,6 +113,10 @@ def _forget(task: asyncio.Task[Any]) -> None:
         task.exception()  # read, so that asyncio does not log it as never retrieved
 
 
+def _idle() -> None:
+    """What a finished race's timer callback becomes (`HedgeStage._arace`)."""
+
+
 def _ask(race: Race, clock: Callable[[], float], first: Probe) -> Move:
     """The race's next move now, told where its first attempt is (`core.probe`)."""
     return race.next(clock(), first.started, first.ended is not None)
@@ -407,6 +411,7 @@ class HedgeStage(Stage):
         finally:
             if timer is not None:
                 timer.cancel()
+            due = _idle  # it named itself (for its own timer): freed now, not collected
             for task, n in live.items():  # the losers (or all, when the caller is cancelled)
                 if task.done():  # an attempt that ended (its callback has not run yet)
                     continue
