@@ -21,6 +21,10 @@ and p99 step latency of both, the p99 ratio, the extra attempts (every hedge sen
 cancelled ones included, per call, from ``stats()``; and the service's executions beyond
 one per call, which a hedge cancelled before it reached the service is not), the budget
 (share and burst), the delay the hedge stage had learned at the end, and the load average.
+Also the interpreter's full garbage collections during each mode (how many, the longest)
+and, per variant, how many of its steps one of them fell in: a full collection walks the
+whole heap of a process that imports LangChain with every thread stopped, which at this
+load stretches to most of a second, longer than any stall.
 Writes ``bench/results/hedge_load.json``.
 """
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import math
 import os
 import queue
@@ -115,6 +120,8 @@ class Cell:
         self.node = _node(variant, self.service.tool())
         self.tag = "tail"
         self.latencies: list[float] = []
+        self.spans: list[tuple[float, float]] = []
+        """Each step's start and end (`time.perf_counter`)."""
 
     def stall_free(self) -> list[float]:
         """The latencies of the steps none of whose reads drew a stall on its first
@@ -133,13 +140,17 @@ class Cell:
         for step in range(lo, hi):
             start = time.perf_counter()
             self.node.invoke(_message(self.tag, step), _DIRECT_CONFIG)
-            self.latencies.append(time.perf_counter() - start)
+            end = time.perf_counter()
+            self.latencies.append(end - start)
+            self.spans.append((start, end))
 
     async def asteps(self, lo: int, hi: int) -> None:
         for step in range(lo, hi):
             start = time.perf_counter()
             await self.node.ainvoke(_message(self.tag, step), _DIRECT_CONFIG)
-            self.latencies.append(time.perf_counter() - start)
+            end = time.perf_counter()
+            self.latencies.append(end - start)
+            self.spans.append((start, end))
 
 
 class Worker:
@@ -167,6 +178,38 @@ class Worker:
     def close(self) -> None:
         self._todo.put(None)
         self._thread.join()
+
+
+class FullCollections:
+    """The interpreter's full (generation 2) garbage collections while it is on, each as
+    its start and end (`time.perf_counter`)."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float]] = []
+        self._began = 0.0
+
+    def _seen(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.spans.append((self._began, time.perf_counter()))
+
+    def __enter__(self) -> FullCollections:
+        gc.callbacks.append(self._seen)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._seen)
+
+    def steps_met(self, cell: Cell) -> int:
+        """How many of `cell`'s steps a full collection fell in (wholly or in part)."""
+        return sum(any(b < end and e > start for b, e in self.spans) for start, end in cell.spans)
+
+    def summary(self) -> dict[str, Any]:
+        longest = max((e - b for b, e in self.spans), default=0.0)
+        return {"count": len(self.spans), "longest_ms": round(longest * 1000, 1)}
 
 
 def _blocks(steps: int, block: int) -> list[tuple[int, int]]:
@@ -231,11 +274,15 @@ def _hedging(cell: Cell) -> dict[str, Any]:
             "delay_ms": None if delay is None else round(delay * 1000, 1)}  # fmt: skip
 
 
-def _summary(cells: dict[tuple[str, str], Cell], loads: list[float]) -> dict[str, Any]:
-    out: dict[str, Any] = {"loadavg_1m": round(sum(loads) / len(loads), 1)}
+def _summary(cells: dict[tuple[str, str], Cell], loads: list[float],
+             collections: FullCollections) -> dict[str, Any]:  # fmt: skip
+    out: dict[str, Any] = {"loadavg_1m": round(sum(loads) / len(loads), 1),
+                           "full_collections": collections.summary()}  # fmt: skip
     for condition in CONDITIONS:
         base = _latency(cells[condition, "ToolNode"])
         hedged = _latency(cells[condition, "hedge=auto"])
+        base["steps_in_full_collection"] = collections.steps_met(cells[condition, "ToolNode"])
+        hedged["steps_in_full_collection"] = collections.steps_met(cells[condition, "hedge=auto"])
         hedging = _hedging(cells[condition, "hedge=auto"])
         ratio = hedged["p99_ms"] / base["p99_ms"]
         out[condition] = {
@@ -261,11 +308,12 @@ def run(*, steps: int = STEPS, block: int = BLOCK, neighbours_n: int | None = No
         for mode in ("sync", "async"):
             cells = {(c, v): Cell(mode, c, v) for c in CONDITIONS for v in VARIANTS}
             loads: list[float] = []
-            if mode == "sync":
-                _run_sync(cells, crowd, steps, block, loads)
-            else:
-                asyncio.run(_run_async(cells, crowd, steps, block, loads))
-            modes[mode] = _summary(cells, loads)
+            with FullCollections() as collections:
+                if mode == "sync":
+                    _run_sync(cells, crowd, steps, block, loads)
+                else:
+                    asyncio.run(_run_async(cells, crowd, steps, block, loads))
+            modes[mode] = _summary(cells, loads, collections)
     hedge = Hedge()
     return {
         "settings": {"steps": steps, "block": block, "neighbours": n,
@@ -297,9 +345,21 @@ _HEADERS = ["mode", "condition", "ToolNode p50 ms", "p95", "p99", "hedged p50 ms
 def _note(result: dict[str, Any]) -> str:
     s, modes = result["settings"], result["modes"]
     loads = ", ".join(f"{mode} {m['loadavg_1m']:.1f}" for mode, m in modes.items())
+    full = "; ".join(_collections(mode, m) for mode, m in modes.items())
     return (f"contended: {s['neighbours']} CPU-bound neighbours on {s['cpu_count']} cores; "
             f"load average during the runs: {loads}; hedge budget {s['budget']:.0%} of the calls, "
-            f"burst {s['burst']} (saved up inside the share)")  # fmt: skip
+            f"burst {s['burst']} (saved up inside the share); full garbage collections: {full}")  # fmt: skip
+
+
+def _collections(mode: str, m: dict[str, Any]) -> str:
+    """A mode's full collections, and the hedged steps they fell in, per condition."""
+    full = m.get("full_collections")
+    if full is None:  # a result from before they were counted
+        return f"{mode} not counted"
+    met = ", ".join(f"{c} {m[c]['hedge=auto'].get('steps_in_full_collection', 0)}"
+                    for c in CONDITIONS)  # fmt: skip
+    return (f"{mode} {full['count']} (longest {full['longest_ms']:.0f} ms; hedged steps "
+            f"they fell in: {met})")  # fmt: skip
 
 
 def table(result: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -319,4 +320,24 @@ def test_hedge_under_load_tiny() -> None:
             assert cell["ToolNode"]["steps"] == cell["hedge=auto"]["steps"] == 2
             assert set(cell["hedging"]) >= {"hedges_sent", "extra_share", "extra_served_share"}
             assert isinstance(cell["p99_target_met"], bool)
+            assert cell["hedge=auto"]["steps_in_full_collection"] >= 0
+        assert set(cells["full_collections"]) == {"count", "longest_ms"}
     assert "contended" in bench_hedge_load.markdown(result)
+    assert "full garbage collections: sync" in bench_hedge_load.markdown(result)
+
+
+def test_hedge_under_load_counts_the_full_collections_a_step_met() -> None:
+    """A full collection made inside one step of a cell (and one outside every step) is
+    counted, and met by that step alone."""
+    import gc
+
+    from bench import bench_hedge_load
+
+    cell = bench_hedge_load.Cell("sync", "quiet", "ToolNode")
+    with bench_hedge_load.FullCollections() as collections:
+        gc.collect()
+        cell.spans = [(0.0, 1.0), (time.perf_counter(), float("inf"))]
+        gc.collect(1)  # not a full one
+        gc.collect()
+    assert collections.summary()["count"] == 2
+    assert collections.steps_met(cell) == 1
