@@ -239,20 +239,30 @@ def test_a_retried_call_leaves_no_reference_cycle(harness: Harness, cycles: Cycl
     assert runs[0] == 2 * (RUNS + 1)
 
 
-def test_a_failed_call_leaves_no_reference_cycle(harness: Harness, cycles: Cycles) -> None:
-    """Every attempt raises: the call is answered with the envelope after its retries."""
+@tool
+def search_down(query: str) -> str:
+    """Search a service that is down."""
+    raise ConnectionError("connection refused")
 
-    @tool
-    def search_down(query: str) -> str:
-        """Search a service that is down."""
-        raise ConnectionError("connection refused")
+
+@tool
+async def search_down_async(query: str) -> str:
+    """Search a service that is down (async only: sync code runs it on a loop of ours)."""
+    raise ConnectionError("connection refused")
+
+
+@pytest.mark.parametrize("down", [search_down, search_down_async], ids=["sync-tool", "async-tool"])
+def test_a_failed_call_leaves_no_reference_cycle(
+    harness: Harness, down: BaseTool, cycles: Cycles
+) -> None:
+    """Every attempt raises: the call is answered with the envelope after its retries."""
 
     def check(message: Any, n: int) -> None:
         data = _envelope(message)
         assert (data["error"], data["attempts"]) == ("transient_failure", 3)
 
     policy = ToolPolicy(retry=RetryPolicy(max_attempts=3, budget=None), breaker=None)
-    _invoke_again(harness, search_down, policy, cycles, check)
+    _invoke_again(harness, down, policy, cycles, check)
 
 
 def test_a_call_that_timed_out_once_leaves_no_reference_cycle(
