@@ -10,22 +10,29 @@ wall time: the hedged sync benchmark's p99 at that load went from 0.3x to 0.8x T
 in the runs that met one. ToolNode itself leaves no cycle per call; nor may we.
 
 Every adapter, sync and async, a graph built once and invoked again; the default policy,
-one that turns most stages on, and a hedged read (its race made, no hedge sent).
+one that turns most stages on, and a hedged read (its race made, no hedge sent). Then the
+same for calls that fail: a read retried after one failure, a read that fails every time
+(answered with the envelope after its retries), a read whose first attempt times out. A
+failure's traceback holds the frames it passed through and, by ``f_back``, their callers
+as they returned: any of them that still names the failure keeps all of it in a cycle.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import CodeType
+from types import CodeType, FrameType
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, tool
+from langgraph.prebuilt import tool_node as _tool_node
 
 from langchain_resilient_tools import (
     BreakerPolicy,
@@ -37,6 +44,7 @@ from langchain_resilient_tools import (
     RetryPolicy,
     ToolPolicy,
 )
+from langchain_resilient_tools.runtime.executor import default_runner
 
 from .conftest import Harness
 
@@ -101,6 +109,9 @@ class Cycles:
     def __exit__(self, *exc: object) -> None:
         try:
             gc.collect()
+            if _break_foreign(gc.garbage):
+                gc.garbage.clear()  # what only their cycles kept is freed now
+                gc.collect()
             self.found.update(name for obj in gc.garbage if (name := ours(obj)) is not None)
         finally:
             gc.set_debug(0)
@@ -109,33 +120,191 @@ class Cycles:
                 gc.enable()
 
 
+_FOREIGN = {
+    BaseTool.run.__code__,
+    BaseTool.arun.__code__,
+    _tool_node._handle_tool_error.__code__,
+    _tool_node._default_handle_tool_errors.__code__,
+}
+"""Code of LangChain's and LangGraph's whose frames keep the error they raise."""
+
+
+def _break_foreign(garbage: list[Any]) -> bool:
+    """Clear the frames of `_FOREIGN` code in `garbage` that name the error they raised
+    (or passed on); whether there were any.
+
+    Cycles of LangChain's and LangGraph's own, made by every tool that raises, under
+    ToolNode too: langchain-core 1.x's `BaseTool.run` / `arun` end with ``raise
+    error_to_raise``, and langgraph-prebuilt 1.x's default ``handle_tool_errors``
+    (`_default_handle_tool_errors`, called by `_handle_tool_error`, both holding the
+    error as ``e``) raises the error again: each leaves the error in a local of a frame
+    its traceback holds. Nothing of ours is in them, but the tracebacks of our frames
+    above hang off them; what is still found once they are broken is ours."""
+    frames = [
+        obj
+        for obj in garbage
+        if isinstance(obj, FrameType) and obj.f_code in _FOREIGN and _names_its_error(obj)
+    ]
+    for frame in frames:
+        frame.clear()
+    return bool(frames)
+
+
+def _names_its_error(frame: FrameType) -> bool:
+    """Whether a local of `frame` is an error whose traceback holds `frame` (read through
+    the collector: ``f_locals`` would keep a copy of the locals that ``clear`` leaves)."""
+    for error in gc.get_referents(frame):
+        if isinstance(error, BaseException):
+            tb = error.__traceback__
+            while tb is not None:
+                if tb.tb_frame is frame:
+                    return True
+                tb = tb.tb_next
+    return False
+
+
 @pytest.fixture
 def cycles() -> Iterator[Cycles]:
     yield Cycles()
+
+
+def _invoke_again(
+    harness: Harness,
+    tool: BaseTool,
+    policy: ToolPolicy | None,
+    cycles: Cycles,
+    check: Callable[[Any, int], None],
+    after: Callable[[], None] = lambda: None,
+    runs: int = RUNS,
+) -> None:
+    """One graph, invoked once to warm it, then `runs` times in `cycles`; `check(message,
+    n)` looks at each answer, `after()` runs after each invocation."""
+
+    def payload(n: int) -> Any:
+        call = {"name": tool.name, "args": {"query": f"q{n}"}, "id": f"c{n}", "type": "tool_call"}  # fmt: skip
+        ai = AIMessage("", tool_calls=[call])
+        if harness.adapter == "middleware":
+            return ai, {"messages": [HumanMessage("go")]}
+        return ai, {"messages": [ai]}
+
+    def answer(state: Any) -> Any:
+        return state["messages"][-1 if harness.adapter != "middleware" else -2]
+
+    ai, first = payload(0)
+    script = [ai, AIMessage("done")] * (runs + 1) if harness.adapter == "middleware" else None
+    graph = harness.build([tool], policy=policy, ai=ai, script=script)
+    check(answer(harness.invoke(graph, first)), 0)  # warm: plans made, schemas read
+    after()
+    with cycles:
+        for n in range(1, runs + 1):
+            state = harness.invoke(graph, payload(n)[1])
+            check(answer(state), 0 if harness.adapter == "middleware" else n)  # its model: q0
+            after()
+    assert not cycles.found, f"left for the collector by {runs} calls: {dict(cycles.found)}"
 
 
 @pytest.mark.parametrize("policy_name", list(POLICIES))
 def test_a_healthy_call_leaves_no_reference_cycle(
     harness: Harness, policy_name: str, cycles: Cycles
 ) -> None:
-    policy = POLICIES[policy_name]()
+    def check(message: Any, n: int) -> None:
+        assert message.content == f"found q{n}"
 
-    def payload(n: int) -> Any:
-        call = {"name": "search_docs", "args": {"query": f"q{n}"}, "id": f"c{n}", "type": "tool_call"}  # fmt: skip
-        ai = AIMessage("", tool_calls=[call])
-        if harness.adapter == "middleware":
-            return ai, {"messages": [HumanMessage("go")]}
-        return ai, {"messages": [ai]}
+    _invoke_again(harness, search_docs, POLICIES[policy_name](), cycles, check)
 
-    ai, first = payload(0)
-    script = [ai, AIMessage("done")] * (RUNS + 1) if harness.adapter == "middleware" else None
-    graph = harness.build([search_docs], policy=policy, ai=ai, script=script)
-    state = harness.invoke(graph, first)  # warm: plans made, schemas read
-    assert state["messages"][-1 if harness.adapter != "middleware" else -2].content == "found q0"
-    with cycles:
-        for n in range(1, RUNS + 1):
-            state = harness.invoke(graph, payload(n)[1])
-    assert not cycles.found, f"left for the collector by {RUNS} calls: {dict(cycles.found)}"
+
+def _envelope(message: Any) -> dict[str, Any]:
+    assert message.status == "error", message
+    data: dict[str, Any] = json.loads(message.content)
+    return data
+
+
+def test_a_retried_call_leaves_no_reference_cycle(harness: Harness, cycles: Cycles) -> None:
+    """Its first attempt raises, its second answers."""
+    runs = [0]
+
+    @tool
+    def search_flaky(query: str) -> str:
+        """Search, failing every other time."""
+        runs[0] += 1
+        if runs[0] % 2:
+            raise ConnectionError("connection reset by peer")
+        return f"found {query}"
+
+    def check(message: Any, n: int) -> None:
+        assert message.content == f"found q{n}"
+
+    policy = ToolPolicy(retry=RetryPolicy(max_attempts=3))
+    _invoke_again(harness, search_flaky, policy, cycles, check)
+    assert runs[0] == 2 * (RUNS + 1)
+
+
+@tool
+def search_down(query: str) -> str:
+    """Search a service that is down."""
+    raise ConnectionError("connection refused")
+
+
+@tool
+async def search_down_async(query: str) -> str:
+    """Search a service that is down (async only: sync code runs it on a loop of ours)."""
+    raise ConnectionError("connection refused")
+
+
+@pytest.mark.parametrize("down", [search_down, search_down_async], ids=["sync-tool", "async-tool"])
+def test_a_failed_call_leaves_no_reference_cycle(
+    harness: Harness, down: BaseTool, cycles: Cycles
+) -> None:
+    """Every attempt raises: the call is answered with the envelope after its retries."""
+
+    def check(message: Any, n: int) -> None:
+        data = _envelope(message)
+        assert (data["error"], data["attempts"]) == ("transient_failure", 3)
+
+    policy = ToolPolicy(retry=RetryPolicy(max_attempts=3, budget=None), breaker=None)
+    _invoke_again(harness, down, policy, cycles, check)
+
+
+def test_a_call_that_timed_out_once_leaves_no_reference_cycle(
+    harness: Harness, cycles: Cycles
+) -> None:
+    """Its first attempt hangs past the (real, short) timeout and is left on its thread,
+    a later one answers; the one left behind is let go after each call and has ended
+    before the next (its late end is part of what is looked at)."""
+    hang, release = [True], threading.Event()
+    late: list[threading.Event] = []
+
+    @tool
+    def search_slow(query: str) -> str:
+        """Search, hanging on the first attempt of each call."""
+        if hang[0]:
+            hang[0] = False
+            late.append(ended := threading.Event())
+            release.wait(10)
+            ended.set()
+            return "late"
+        return f"found {query}"
+
+    def check(message: Any, n: int) -> None:
+        assert message.content == f"found q{n}"
+        assert late and not hang[0]  # the call's first attempt hung
+
+    def let_go() -> None:
+        release.set()
+        assert all(ended.wait(10) for ended in late)
+        pause = threading.Event()
+        for _ in range(100):  # the worker's own last steps once the tool returned
+            if not default_runner().abandoned():
+                break
+            pause.wait(0.005)
+        release.clear()
+        hang[0] = True
+
+    harness.releases.append(release)
+    # Three attempts: one that hangs, and two chances for an answer within the deadline.
+    policy = ToolPolicy(timeout=0.1, retry=RetryPolicy(max_attempts=3))
+    _invoke_again(harness, search_slow, policy, cycles, check, after=let_go, runs=2)
+    assert len(late) == 3
 
 
 def test_the_check_sees_a_cycle_the_package_makes(cycles: Cycles) -> None:

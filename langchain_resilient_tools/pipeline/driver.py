@@ -107,12 +107,10 @@ def _passes_through(exc: BaseException) -> bool:
     return isinstance(exc, GraphBubbleUp) or is_invalid_resume(exc) or is_for_author(exc)
 
 
-def _raised(exc: Exception) -> Exception:
-    """What leaves the tool for the stages: signals and control flow as they are, any
-    other exception wrapped as `ToolRaised` (the tool's failure, not ours)."""
-    if isinstance(exc, ResilienceSignal) or _passes_through(exc):
-        return exc
-    return ToolRaised(exc)
+def _as_is(exc: Exception) -> bool:
+    """Whether `exc` leaves the tool for the stages as it is (signals and control flow);
+    any other exception is wrapped as `ToolRaised` (the tool's failure, not ours)."""
+    return isinstance(exc, ResilienceSignal) or _passes_through(exc)
 
 
 def _returned(value: Any, call: Call) -> Any:
@@ -133,10 +131,10 @@ def _terminal(call: Call) -> Any:
     try:
         value = call.run(call)
     except Exception as exc:
-        raised = _raised(exc)
-        if raised is exc:
+        if _as_is(exc):
             raise
-        raise raised from exc
+        # Named by no local of this frame, which both tracebacks hold: no cycle.
+        raise ToolRaised(exc) from exc
     return _returned(value, call)
 
 
@@ -145,10 +143,10 @@ async def _aterminal(call: Call) -> Any:
     try:
         value = await call.arun(call)
     except Exception as exc:
-        raised = _raised(exc)
-        if raised is exc:
+        if _as_is(exc):
             raise
-        raise raised from exc
+        # Named by no local of this frame, which both tracebacks hold: no cycle.
+        raise ToolRaised(exc) from exc
     return _returned(value, call)
 
 

@@ -225,11 +225,12 @@ def _resume(
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
         else:
-            error, thrown = thrown, None
             try:
-                pending = coro.throw(error)
+                pending = coro.throw(thrown)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+            finally:
+                thrown = None  # what it raises may be this, whose traceback holds this frame
 
 
 _running: set[asyncio.Future[Any]] = set()

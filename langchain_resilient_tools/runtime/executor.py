@@ -20,7 +20,6 @@ import queue
 import threading
 import types
 from collections.abc import Awaitable, Callable
-from concurrent.futures import TimeoutError as FuturesTimeout
 from functools import partial
 from typing import Any, TypeVar
 
@@ -144,14 +143,14 @@ class TimedRunner:
         self._admit(key, max_abandoned)
         fut = self._submit(fn)
         try:
-            return fut.result(timeout)
-        except FuturesTimeout:
-            if fut.done():  # finished at the deadline, or the tool raised TimeoutError itself
+            if fut.wait(timeout) or fut.done():  # done: finished at the deadline
                 return fut.result()
-        if fut.cancel():
-            raise AttemptTimeout(timeout, started=False)
-        self._abandon(key, fut)
-        raise AttemptTimeout(timeout, late=fut)
+            if fut.cancel():
+                raise AttemptTimeout(timeout, started=False)
+            self._abandon(key, fut)
+            raise AttemptTimeout(timeout, late=fut)
+        finally:
+            del fut  # it holds the tool's error, whose traceback holds this frame
 
     async def arun(
         self, key: str, fn: Callable[[], T], timeout: float | None, max_abandoned: int
@@ -192,6 +191,7 @@ class TimedRunner:
         finally:
             if alarms is not None and alarm is not None:
                 alarms.cancel(alarm)
+            del fut, answer  # they hold the tool's error, whose traceback holds this frame
 
 
 def _to_loop(inbox: Inbox, answer: asyncio.Future[Any], fut: Job[Any]) -> None:

@@ -68,6 +68,7 @@ class Job(Generic[T]):
             if ready is not None:
                 ready()
             self._finish()
+            del self  # an error's traceback holds this frame: it must not hold the job
         elif ready is not None:
             ready()
 
@@ -113,7 +114,10 @@ class Job(Generic[T]):
         if not self.wait(timeout):
             raise FuturesTimeout()
         if self._error is not None:
-            raise self._error
+            try:
+                raise self._error
+            finally:
+                del self  # the error's traceback holds this frame: no cycle through it
         value: T = self._value
         return value
 

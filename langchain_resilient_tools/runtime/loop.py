@@ -106,12 +106,12 @@ def run_sync(
     loop = home or private_loop()
     fut: concurrent.futures.Future[T] = concurrent.futures.Future()
 
-    def start() -> None:
+    def start(fut: concurrent.futures.Future[T]) -> None:
         task = ctx.run(loop.create_task, main())
         _chain(task, fut)
 
     try:
-        loop.call_soon_threadsafe(start)
+        loop.call_soon_threadsafe(start, fut)
     except RuntimeError:  # closed meanwhile
         raise SessionUnavailable(SESSION_CLOSED) from None
     if home is not None:
@@ -125,6 +125,8 @@ def run_sync(
         assert timeout is not None
         loop.call_soon_threadsafe(fut.cancel)
         raise AttemptTimeout(timeout) from None
+    finally:
+        del fut  # it holds the tool's error, whose traceback holds this frame
 
 
 SESSION_CLOSED = "closed"

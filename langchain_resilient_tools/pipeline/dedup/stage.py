@@ -191,6 +191,7 @@ class DedupStage(Stage):
         finally:
             if visit.leading is not None:
                 visit.leading.settle(visit.share)
+            visit.share = None  # a failure's traceback holds this frame, which holds it
 
     # -- the async driver ----------------------------------------------------------
 
@@ -240,3 +241,4 @@ class DedupStage(Stage):
         finally:
             if visit.leading is not None:
                 visit.leading.settle(visit.share)
+            visit.share = None  # a failure's traceback holds this frame, which holds it

@@ -44,6 +44,7 @@ from ...state.pertool import PerTool
 from ..health import retry_wants
 from ..stage import AsyncNext, Env, Next, Stage
 from .budget import RetryAllowance
+from .replay import GAVE_UP, AsyncReplay, Failures, Replay
 
 
 def should_retry(call: Call, exc: BaseException) -> bool:
@@ -202,7 +203,7 @@ class RetryStage(Stage):
         return budget
 
     def _options(
-        self, call: Call, budget: RetryAllowance | None, drained: list[bool]
+        self, call: Call, budget: RetryAllowance | None, drained: list[bool], failures: Failures
     ) -> dict[str, Any]:
         policy = call.resolved.policy.retry
 
@@ -229,7 +230,8 @@ class RetryStage(Stage):
             "stop": stop_any(*stops),
             "wait": _DeadlineWait(backoff(policy), call),
             "retry": retry_if_exception(retry) & allowed,
-            "reraise": True,
+            "before": failures.seen,
+            "retry_error_callback": failures.gave_up,
         }
 
     # The first attempt runs without tenacity (most calls succeed at once, and building
@@ -241,71 +243,43 @@ class RetryStage(Stage):
         try:
             return call_next(call)
         except Exception as exc:
-            first = exc
+            replay = Replay(exc, call_next)
         drained: list[bool] = []
         sleep = partial(_drain.sleep, call)
-        retrying = Retrying(sleep=sleep, **self._options(call, budget, drained))
+        retrying = Retrying(sleep=sleep, **self._options(call, budget, drained, replay))
         try:
-            return retrying(_replay(first, call_next), call)
+            value: Any = retrying(replay, call)
+            if value is GAVE_UP:
+                replay.raise_last()
+            return value
         except Exception as exc:
             _not_retried(call, exc, drained)
             raise
+        finally:
+            replay.forget(retrying)
 
     async def awrap(self, call: Call, call_next: AsyncNext) -> Any:
         budget = self._record(call)
         try:
             return await call_next(call)
         except Exception as exc:
-            first = exc
+            replay = AsyncReplay(exc, call_next)
         drained: list[bool] = []
         sleep = partial(_drain.asleep, call)
-        retrying = AsyncRetrying(sleep=sleep, **self._options(call, budget, drained))
+        retrying = AsyncRetrying(sleep=sleep, **self._options(call, budget, drained, replay))
         try:
-            return await retrying(_areplay(first, call_next), call)
+            value: Any = await retrying(replay, call)
+            if value is GAVE_UP:
+                replay.raise_last()
+            return value
         except Exception as exc:
             _not_retried(call, exc, drained)
             raise
+        finally:
+            replay.forget(retrying)
 
 
 def _not_retried(call: Call, exc: Exception, drained: list[bool]) -> None:
     """A failure that was not retried because the run is draining is answered so."""
     if drained and not isinstance(exc, Drained):
         _drain.refuse(call, "retry", after=exc)
-
-
-def _replay(first: Exception, call_next: Next) -> Next:
-    """`call_next`, except that its first use re-raises `first` (the attempt already
-    made), and that no later attempt starts once the run is draining (a backoff wait
-    ended early: `Drained`, with the last failure)."""
-    pending, last = [first], [first]
-
-    def attempt(call: Call) -> Any:
-        if pending:
-            raise pending.pop()
-        if _drain.draining(call):
-            _drain.refuse(call, "retry", after=last[0])
-        try:
-            return call_next(call)
-        except Exception as exc:
-            last[0] = exc
-            raise
-
-    return attempt
-
-
-def _areplay(first: Exception, call_next: AsyncNext) -> AsyncNext:
-    """Async `_replay`."""
-    pending, last = [first], [first]
-
-    async def attempt(call: Call) -> Any:
-        if pending:
-            raise pending.pop()
-        if _drain.draining(call):
-            _drain.refuse(call, "retry", after=last[0])
-        try:
-            return await call_next(call)
-        except Exception as exc:
-            last[0] = exc
-            raise
-
-    return attempt
