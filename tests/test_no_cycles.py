@@ -23,6 +23,7 @@ import gc
 import json
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,6 +46,7 @@ from langchain_resilient_tools import (
     ToolPolicy,
 )
 from langchain_resilient_tools.runtime.executor import default_runner
+from langchain_resilient_tools.runtime.job import Job
 
 from .conftest import Harness
 
@@ -108,6 +110,7 @@ class Cycles:
 
     def __exit__(self, *exc: object) -> None:
         try:
+            _settled()
             gc.collect()
             if _break_foreign(gc.garbage):
                 gc.garbage.clear()  # what only their cycles kept is freed now
@@ -118,6 +121,27 @@ class Cycles:
             gc.garbage.clear()
             if self._enabled:
                 gc.enable()
+
+
+def _settled(limit_s: float = 2.0) -> None:
+    """Wait (for at most `limit_s`) until no other thread is still in a job of ours: a
+    worker wakes the job's caller before its own frames return, and while they run
+    they hold what the call left (a failure's traceback holds them), which becomes
+    collectable only once they have returned. (On a busy machine the next collection
+    came first; the test then saw LangChain's own cycle there, unbroken.)"""
+    me, deadline = threading.get_ident(), time.monotonic() + limit_s
+    while time.monotonic() < deadline and any(
+        _in_job(frame) for tid, frame in sys._current_frames().items() if tid != me
+    ):
+        threading.Event().wait(0.001)
+
+
+def _in_job(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code is Job.run.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 _FOREIGN = {
