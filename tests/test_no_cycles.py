@@ -5,7 +5,7 @@ A call's objects that refer to each other in a cycle (a closure that names the c
 keeps it, a callback that names itself) outlive the call until a collection finds them.
 Each such call allocates toward the next collection, and a full one walks the whole heap
 of a process that imports LangChain (about 100 ms of CPU), stopping every thread of it.
-On a machine with five times as many busy processes as cores that took 0.6-0.9 s of
+On a machine with five times as many busy processes as cores that took 0.4-1.0 s of
 wall time: the hedged sync benchmark's p99 at that load went from 0.3x to 0.8x ToolNode's
 in the runs that met one. ToolNode itself leaves no cycle per call; nor may we.
 
