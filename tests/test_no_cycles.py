@@ -36,18 +36,14 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import tool_node as _tool_node
 
 from langchain_resilient_tools import (
-    BreakerPolicy,
-    Cache,
-    Fallback,
     Hedge,
-    Limits,
-    ResultChecks,
     RetryPolicy,
     ToolPolicy,
 )
 from langchain_resilient_tools.runtime.executor import default_runner
 from langchain_resilient_tools.runtime.job import Job
 
+from . import test_call_path as call_path
 from .conftest import Harness
 
 PKG = str(Path(sys.modules["langchain_resilient_tools"].__file__ or "").parent)
@@ -61,16 +57,7 @@ def search_docs(query: str) -> str:
 
 
 POLICIES: dict[str, Callable[[], ToolPolicy | None]] = {
-    "default": lambda: None,
-    "most-stages-on": lambda: ToolPolicy(
-        cache=Cache(ttl_s=60),
-        fallback=Fallback(stale_s=600),
-        retry=RetryPolicy(max_attempts=3),
-        breaker=BreakerPolicy(),
-        results=ResultChecks(checks=[lambda value: None]),
-        limits=Limits(max_concurrency=4),
-        timeout=5,
-    ),
+    **call_path.POLICIES,  # the default policy, and one that turns most stages on
     "hedged": lambda: ToolPolicy(hedge=Hedge(delay=30.0)),
 }
 
