@@ -438,7 +438,10 @@ class Pipeline:
                 sending = self.observer.adispatch(event)
                 if sending is not None:
                     await sending
-        return outcome
+        try:
+            return outcome
+        finally:  # from Python 3.12 on, a failure's traceback holds this frame (through
+            del outcome  # its coroutines' ``f_back``): it must not hold the failure too
 
     def settle_unanswered(
         self, call: Call, steps: Sequence[str] | None, since: float | None = None

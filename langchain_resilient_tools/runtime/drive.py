@@ -137,6 +137,9 @@ async def drive(coro: Coroutine[Any, Any, T], timeout: float) -> T:
                 raise _asked(cancelled, base) or AttemptTimeout(timeout)
     finally:
         alarms.cancel(alarm)
+        # A failure's traceback holds this frame: not the coroutine it came from too
+        # (from Python 3.12 on, its frame there names the coroutine: a cycle).
+        del coro, pending
 
 
 def _requests() -> int:
