@@ -32,7 +32,9 @@ from .context import INPUT_TYPE, RERUN
 from .layers import Layers
 from .node_io import ErrorAnswers, InputType
 
-ToolCallWrapper = Callable[[ToolCallRequest, Callable[[ToolCallRequest], Any]], Any]
+Execute = Callable[[ToolCallRequest], Any]
+"""ToolNode's sync ``execute``: runs the tool for a request."""
+ToolCallWrapper = Callable[[ToolCallRequest, Execute], Any]
 AsyncToolCallWrapper = Callable[
     [ToolCallRequest, Callable[[ToolCallRequest], Awaitable[Any]]], Awaitable[Any]
 ]
@@ -176,34 +178,32 @@ class NodeCalls:
         step = self.step_of(request.runtime)
         return step.answer(outcome, self.errors.answer(outcome))
 
-    def sync_call(
-        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]
-    ) -> Call:
+    def sync_call(self, request: ToolCallRequest, execute: Execute) -> Call:
         """The `Call` for `request`, run by the sync `execute` (through a user wrapper).
         Its runner is handed the call (no closure over it): freed when it ends, no cycle."""
-        call = self._new_call(request)
-        run = self._execute_bridged if self.user_wrap is None else self._user_run
-        call.run = partial(run, request, execute)
+        call, user = self._new_call(request), self.user_wrap
+        if user is None:
+            call.run = partial(self._execute_bridged, request, execute)
+        else:
+            call.run = partial(self._user_run, user, request, execute)
         return call
 
-    def _execute_bridged(
-        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any], call: Call
-    ) -> Any:
+    def _execute_bridged(self, request: ToolCallRequest, execute: Execute, call: Call) -> Any:
         """`_execute` by the sync `execute`; an async-only tool runs its coroutine."""
         return self._execute(request, lambda req: execute(bridged(req, call)), call)
 
     def _user_run(
-        self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any], call: Call
+        self, user: ToolCallWrapper, request: ToolCallRequest, execute: Execute, call: Call
     ) -> Any:
-        """`call` through the user's sync wrapper, which runs the tool by `execute`."""
+        """`call` through the `user`'s sync wrapper, which runs the tool by `execute`."""
 
         def guarded(req: ToolCallRequest) -> Any:
             self._guard(req)
             return execute(bridged(req, call))
 
-        return self.user_wrap(self._request_for(request, call), guarded)  # type: ignore[misc]
+        return user(self._request_for(request, call), guarded)
 
-    def wrap(self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+    def wrap(self, request: ToolCallRequest, execute: Execute) -> Any:
         """ToolNode's sync ``wrap_tool_call`` hook."""
         return self.answer(self.pipeline.run(self.sync_call(request, execute)), request)
 
