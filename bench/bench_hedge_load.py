@@ -121,9 +121,13 @@ class Cell:
         self.service = ReadService(mode)
         self.node = _node(variant, self.service.tool())
         self.tag = "tail"
-        self.latencies: list[float] = []
         self.spans: list[tuple[float, float]] = []
         """Each step's start and end (`time.perf_counter`)."""
+
+    @property
+    def latencies(self) -> list[float]:
+        """Each step's latency, in seconds."""
+        return [end - start for start, end in self.spans]
 
     def stall_free(self) -> list[float]:
         """The latencies of the steps none of whose reads drew a stall on its first
@@ -142,17 +146,13 @@ class Cell:
         for step in range(lo, hi):
             start = time.perf_counter()
             self.node.invoke(_message(self.tag, step), _DIRECT_CONFIG)
-            end = time.perf_counter()
-            self.latencies.append(end - start)
-            self.spans.append((start, end))
+            self.spans.append((start, time.perf_counter()))
 
     async def asteps(self, lo: int, hi: int) -> None:
         for step in range(lo, hi):
             start = time.perf_counter()
             await self.node.ainvoke(_message(self.tag, step), _DIRECT_CONFIG)
-            end = time.perf_counter()
-            self.latencies.append(end - start)
-            self.spans.append((start, end))
+            self.spans.append((start, time.perf_counter()))
 
 
 class Worker:
