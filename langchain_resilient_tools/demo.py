@@ -32,7 +32,8 @@ from .prompts import TOOL_ERROR_GUIDANCE, with_tool_error_guidance
 from .testing import ScriptedChatModel, invalid_call, tool_call
 
 _release = threading.Event()
-_flaky_left = {"n": 2}
+_flaky_left: dict[str, int] = {}
+"""Failures still to come, per destination searched (each search fails as often first)."""
 _executions: dict[str, int] = {}
 
 SECRET = "hunter2"
@@ -50,8 +51,8 @@ def _count(name: str) -> None:
 def search_flights(destination: str) -> str:
     """Search flights to a destination."""
     _count("search_flights")
-    if _flaky_left["n"] > 0:
-        _flaky_left["n"] -= 1
+    if _flaky_left.get(destination, 0) > 0:
+        _flaky_left[destination] -= 1
         raise ConnectionError("upstream reset by peer")
     return json.dumps({"flights": [{"to": destination, "price": 129}]})
 
@@ -242,7 +243,8 @@ def main(*, hang_limit: float = HANG_LIMIT_S) -> None:
     """Run the demo; `hang_limit` is how long it waits for `ToolNode` before calling it hung."""
     calls: list[Any] = [*TURN.tool_calls, *TURN.invalid_tool_calls]
     _release.clear()
-    _flaky_left["n"] = 2
+    _flaky_left.clear()
+    _flaky_left["Lisbon"] = 2  # the whole turn's search and the same call alone both fail
 
     # Plain ToolNode: the whole turn, and each call on its own (to see what each one
     # does), all at once on daemon threads, each waited for at most `hang_limit` s.
@@ -267,7 +269,9 @@ def main(*, hang_limit: float = HANG_LIMIT_S) -> None:
             ("NO ANSWER", "invalid_tool_calls are never answered: the call is left dangling.")
         ]
 
-    _flaky_left["n"] = 2  # the same flaky service for ResilientToolNode
+    # The same flaky service for ResilientToolNode: each search fails once (per
+    # destination, so the two searches of the turn, run at once, meet one failure each).
+    _flaky_left.update(Lisbon=1, Porto=1)
     _executions.clear()
     start = time.monotonic()
     state = _graph(ResilientToolNode(TOOLS, policy=POLICY)).invoke(
