@@ -113,9 +113,18 @@ def test_unexpected_exception_is_opaque(harness: Harness) -> None:
 @pytest.mark.realtime
 def test_timeout_of_hung_sync_tool(harness: Harness) -> None:
     """Only a real clock shows control coming back at the 0.2 s deadlines while the tool
-    still hangs (30 s): a generous bound for a loaded machine, far below the hang."""
+    still hangs (30 s): a generous bound for a loaded machine, far below the hang.
+
+    No backoff and a call deadline of its own: with the default one (``2 * timeout + 1``
+    s) and a jittered backoff of up to 1 s (computed, though not slept, in testing mode),
+    a first timeout that came back late on a loaded machine left the retry no time, and
+    the call was rightly answered after one attempt."""
     tool = hung_sync_tool("get_report", harness.hang_event())
-    policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=2))
+    policy = ToolPolicy(
+        timeout=0.2,
+        retry=RetryPolicy(max_attempts=2, initial_delay=0, jitter=0),
+        timeouts=Timeouts(deadline=8.0),
+    )
     start = time.monotonic()
     result = harness.run([tool], [tool_call("get_report", {}, id="c1")], policy=policy)
     elapsed = time.monotonic() - start
@@ -139,7 +148,9 @@ def test_hung_sync_tool_threads_are_counted_and_capped(harness: Harness) -> None
         return "late"
 
     tool = counted(f"get_stuck_{harness.adapter}_{harness.mode}", hang)
-    policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=1), timeouts=Timeouts(max_abandoned_threads=2))
+    policy = ToolPolicy(
+        timeout=0.2, retry=RetryPolicy(max_attempts=1), timeouts=Timeouts(max_abandoned_threads=2)
+    )
     turns = [[tool_call(tool.name, {"query": str(i)}, id=f"c{i}")] for i in range(3)]
     results = harness.run_turns([tool], turns, policy=policy)  # one adapter, three turns
     errors = [body(results[i][f"c{i}"])["error"] for i in range(3)]
