@@ -12,13 +12,15 @@ in the runs that met one. ToolNode itself leaves no cycle per call; nor may we.
 Every adapter, sync and async, a graph built once and invoked again; the default policy,
 one that turns most stages on, and a hedged read (its race made, no hedge sent). Then the
 same for calls that fail: a read retried after one failure, a read that fails every time
-(answered with the envelope after its retries), a read whose first attempt times out. A
+(answered with the envelope after its retries), a read whose first attempt times out, a
+hedged read whose hedge won (its loser let go on its thread, or cancelled). A
 failure's traceback holds the frames it passed through and, by ``f_back``, their callers
 as they returned: any of them that still names the failure keeps all of it in a cycle.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import sys
@@ -316,6 +318,70 @@ def test_a_call_that_timed_out_once_leaves_no_reference_cycle(
     policy = ToolPolicy(timeout=0.1, retry=RetryPolicy(max_attempts=3))
     _invoke_again(harness, search_slow, policy, cycles, check, after=let_go, runs=2)
     assert len(late) == 3
+
+
+HEDGED_AT_ONCE = ToolPolicy(hedge=Hedge(delay=0.02, budget=1.0, burst=100), retry=None)
+"""A hedge 20 ms after the first attempt, with tokens for every call."""
+
+
+def test_a_call_whose_hedge_won_leaves_no_reference_cycle_sync(
+    harness: Harness, cycles: Cycles
+) -> None:
+    """The first attempt of each call stalls on its thread, the hedge answers; the loser
+    is let go after each call and has ended before the next."""
+    stall, release = [True], threading.Event()
+    late: list[threading.Event] = []
+
+    @tool
+    def search_tail(query: str) -> str:
+        """Search, stalling on the first attempt of each call."""
+        if stall[0]:
+            stall[0] = False
+            late.append(ended := threading.Event())
+            release.wait(10)
+            ended.set()
+            return "late"
+        return f"found {query}"
+
+    def check(message: Any, n: int) -> None:
+        assert message.content == f"found q{n}"
+        assert message.response_metadata["resilience"]["hedge_won"] is True
+
+    def let_go() -> None:
+        release.set()
+        assert all(ended.wait(10) for ended in late)
+        release.clear()
+        stall[0] = True
+
+    harness.releases.append(release)
+    _invoke_again(harness, search_tail, HEDGED_AT_ONCE, cycles, check, after=let_go, runs=3)
+
+
+def test_a_call_whose_hedge_won_leaves_no_reference_cycle_async(
+    harness: Harness, cycles: Cycles
+) -> None:
+    """An async tool: the stalled first attempt is cancelled when the hedge answers. The
+    cancellation it raised, kept by the frame that drove it (`runtime.drive`), held that
+    frame in a cycle (two objects of ours per call)."""
+    stall = [True]
+
+    @tool
+    async def search_tail(query: str) -> str:
+        """Search, stalling on the first attempt of each call."""
+        if stall[0]:
+            stall[0] = False
+            await asyncio.sleep(10)
+            return "late"
+        return f"found {query}"
+
+    def check(message: Any, n: int) -> None:
+        assert message.content == f"found q{n}"
+        assert message.response_metadata["resilience"]["hedge_won"] is True
+
+    def again() -> None:
+        stall[0] = True
+
+    _invoke_again(harness, search_tail, HEDGED_AT_ONCE, cycles, check, after=again, runs=3)
 
 
 def test_the_check_sees_a_cycle_the_package_makes(cycles: Cycles) -> None:

@@ -138,8 +138,10 @@ async def drive(coro: Coroutine[Any, Any, T], timeout: float) -> T:
     finally:
         alarms.cancel(alarm)
         # A failure's traceback holds this frame: not the coroutine it came from too
-        # (from Python 3.12 on, its frame there names the coroutine: a cycle).
+        # (from Python 3.12 on, its frame there names the coroutine: a cycle), nor the
+        # cancellation it raises (a hedge race's cancelled loser raises `cancelled`).
         del coro, pending
+        cancelled = thrown = None
 
 
 def _requests() -> int:
