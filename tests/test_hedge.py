@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 import pytest
-from langchain_core.tools import InjectedToolArg
+from langchain_core.tools import InjectedToolArg, StructuredTool
 
 from langchain_resilient_tools import (
     BreakerPolicy,
@@ -304,6 +304,57 @@ def test_a_straggler_is_answered_by_the_hedge(harness: Harness, releases: Releas
     assert (row["calls"], row["hedges"], row["hedge_wins"], row["retries"]) == (1, 1, 1, 0)
     if harness.mode == "async":
         assert cancelled == ["q"]  # the loser was cancelled, not left to run
+
+
+def test_an_async_only_tools_loser_is_cancelled_from_sync_code_too(
+    harness: Harness, releases: Releases
+) -> None:
+    """An async-only tool (an MCP tool, for one) called from sync code runs its coroutine
+    on a loop of ours: a losing attempt is cancelled there too, as on the caller's own
+    loop, not left to run until its timeout (holding two threads, and its request at the
+    service). Its cancellation is no failure of the service: a breaker that opens at the
+    first failure stays closed."""
+    clock = FakeClock()
+    cancelled: list[str] = []
+    stalls = stalling_read(
+        "search_docs",
+        clock,
+        releases,
+        stall=lambda query, n: query == "q" and n == 1,
+        cancelled=cancelled,
+        native_async=True,
+    )
+    tool = StructuredTool.from_function(
+        coroutine=stalls.coroutine, name="search_docs", description="Search the docs."
+    )
+    policy = _policy(clock, breaker=BreakerPolicy(failure_threshold=1))
+
+    def before(i: int) -> None:
+        if i == 1:  # the loser was cancelled (on our loop: just after the answer, in sync code)
+            ended = threading.Event()
+            for _ in range(1000):
+                if cancelled and not _stage(harness).losers("search_docs"):
+                    break
+                ended.wait(0.01)
+
+    first, second = harness.run_turns(
+        [tool],
+        [[tool_call("search_docs", {"query": "q"}, id="c1")],
+         [tool_call("search_docs", {"query": "r"}, id="c2")]],
+        policy=policy,
+        before_turn=before,
+    )  # fmt: skip
+    assert first["c1"].content == "fresh q"
+    assert record_of(first["c1"])["hedge_won"] is True
+    assert cancelled == ["q"]
+    assert second["c2"].content == "fresh r"  # not `circuit_open`
+    assert CALLS["search_docs"] == 3
+
+
+def _stage(harness: Harness) -> HedgeStage:
+    adapter = harness.adapters[0]
+    pipeline = getattr(adapter, "pipeline", None) or adapter._pipeline
+    return next(s for s in pipeline.stages if isinstance(s, HedgeStage))
 
 
 def test_a_fast_first_attempt_is_not_hedged(harness: Harness, releases: Releases) -> None:

@@ -360,17 +360,22 @@ def test_a_call_whose_hedge_won_leaves_no_reference_cycle_sync(
 def test_a_call_whose_hedge_won_leaves_no_reference_cycle_async(
     harness: Harness, cycles: Cycles
 ) -> None:
-    """An async tool: the stalled first attempt is cancelled when the hedge answers. The
-    cancellation it raised, kept by the frame that drove it (`runtime.drive`), held that
-    frame in a cycle (two objects of ours per call)."""
-    stall = [True]
+    """An async tool: the stalled first attempt is cancelled when the hedge answers, from
+    sync code too (where its coroutine runs on a loop of ours), and has ended before the
+    next call. The cancellation it raised, kept by the frame that drove it
+    (`runtime.drive`), held that frame in a cycle (two objects of ours per call)."""
+    stall, cancelled = [True], threading.Semaphore(0)
 
     @tool
     async def search_tail(query: str) -> str:
         """Search, stalling on the first attempt of each call."""
         if stall[0]:
             stall[0] = False
-            await asyncio.sleep(10)
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled.release()
+                raise
             return "late"
         return f"found {query}"
 
@@ -379,6 +384,7 @@ def test_a_call_whose_hedge_won_leaves_no_reference_cycle_async(
         assert message.response_metadata["resilience"]["hedge_won"] is True
 
     def again() -> None:
+        assert cancelled.acquire(timeout=10), "the losing attempt was not cancelled"
         stall[0] = True
 
     _invoke_again(harness, search_tail, HEDGED_AT_ONCE, cycles, check, after=again, runs=3)

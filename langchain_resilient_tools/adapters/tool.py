@@ -181,6 +181,7 @@ class ResilientTool(BaseTool):
                 lambda: tool.ainvoke(tool_input(c), keyed_config(c, config)),
                 c.resolved.policy.timeout,
                 home=home_loop(self.inner),
+                probe=c.probe,
             )
         arun: Callable[[Call], Awaitable[Any]] = lambda c: tool.ainvoke(  # noqa: E731
             tool_input(c), keyed_config(c, config)

@@ -10,7 +10,9 @@ with the load until hedges come too late to help.
 It also keeps a losing attempt from running at all once the race is decided
 (`supersede`): an attempt still queued for a thread then never reaches its tool, and one
 already with its tool says when it lets go of its thread (so the thread is counted while
-it is held, without waiting for any loop to run again).
+it is held, without waiting for any loop to run again). One whose tool can be stopped (an
+async-only tool's coroutine, run from sync code on a loop of ours: `cancel_with`) is
+stopped.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ T = TypeVar("T")
 class Probe:
     """The service side of one attempt: `started` and `ended` in `clock` time (thread-safe)."""
 
-    __slots__ = ("_lock", "_on_end", "clock", "ended", "started", "superseded")
+    __slots__ = ("_cancel", "_lock", "_on_end", "clock", "ended", "started", "superseded")
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
@@ -38,6 +40,7 @@ class Probe:
         self.superseded = False
         """The race was decided without this attempt: if it has not begun, it never will."""
         self._on_end: Callable[[], Any] | None = None
+        self._cancel: Callable[[], Any] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -57,6 +60,7 @@ class Probe:
         with self._lock:
             self.ended = self.clock()
             on_end, self._on_end = self._on_end, None
+            self._cancel = None
         if on_end is not None:
             on_end()
 
@@ -77,13 +81,27 @@ class Probe:
         finally:
             self._end()
 
+    def cancel_with(self, cancel: Callable[[], Any]) -> bool:
+        """While the tool runs, `cancel()` stops it should the race be decided without
+        it (`supersede`). `False` (nothing kept) when the race already was: the caller
+        stops it itself."""
+        with self._lock:
+            if self.superseded:
+                return False
+            self._cancel = cancel
+            return True
+
     def supersede(self, on_end: Callable[[], Any]) -> bool:
         """The race is decided without this attempt. `True` when its tool is running:
-        `on_end` is then called (on the thread that ran it) once it lets go; `False` when
-        it has already ended, or never began (and now never will)."""
+        it is stopped if it can be (`cancel_with`), and `on_end` is called (on the thread
+        that ran it) once it lets go; `False` when it has already ended, or never began
+        (and now never will)."""
         with self._lock:
             self.superseded = True
             if self.started is None or self.ended is not None:
                 return False
             self._on_end = on_end
-            return True
+            cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            cancel()
+        return True

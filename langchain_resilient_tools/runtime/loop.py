@@ -4,7 +4,8 @@ Async-only tools (MCP tools, for one) have no sync implementation. `run_sync` ru
 a tool's coroutine on one process-wide event loop that lives on its own daemon thread,
 and waits for it; a tool bound to an MCP session that lives on another loop (the
 application's) runs on that loop instead (`home_loop`). With a `timeout`, the coroutine is cancelled at the deadline (so an
-MCP session it opened is closed) and `AttemptTimeout` is raised.
+MCP session it opened is closed) and `AttemptTimeout` is raised. An attempt of a hedge
+race (its `Probe`) that lost is cancelled the same way, and `Superseded` is raised.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import concurrent.futures
 import contextvars
 import threading
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar
 
-from ..core.errors import AttemptTimeout, SessionUnavailable
+from ..core.errors import AttemptTimeout, SessionUnavailable, Superseded
+from ..core.probe import Probe
 from . import exit as _exit
 
 T = TypeVar("T")
@@ -85,6 +88,7 @@ def run_sync(
     timeout: float | None = None,
     *,
     home: asyncio.AbstractEventLoop | None = None,
+    probe: Probe | None = None,
 ) -> T:
     """Run the coroutine made by `make` on the private loop and return its result.
 
@@ -92,7 +96,9 @@ def run_sync(
     there instead. If that loop is closed, not running, or does not take the call up
     within `START_WAIT_S` (its thread is blocked, typically by this very sync call made
     from a coroutine on it), `SessionUnavailable` says so at once. The caller's context
-    variables (LangChain's run config among them) go along.
+    variables (LangChain's run config among them) go along. `probe`: the hedge race's
+    probe of this attempt (`core.probe`); should the race be decided without it, the
+    coroutine is cancelled and `Superseded` raised.
     """
     ctx = contextvars.copy_context()
     started = threading.Event()
@@ -119,14 +125,28 @@ def run_sync(
         if not started.wait(wait) and not fut.done():
             loop.call_soon_threadsafe(fut.cancel)
             raise SessionUnavailable(SESSION_BLOCKED)
+    if probe is not None and not probe.cancel_with(partial(_cancel, loop, fut)):
+        _cancel(loop, fut)  # the race was decided before it began
     try:
         return fut.result(timeout)
     except concurrent.futures.TimeoutError:
         assert timeout is not None
         loop.call_soon_threadsafe(fut.cancel)
         raise AttemptTimeout(timeout) from None
+    except concurrent.futures.CancelledError:
+        if probe is not None and probe.superseded:
+            raise Superseded() from None
+        raise
     finally:
         del fut  # it holds the tool's error, whose traceback holds this frame
+
+
+def _cancel(loop: asyncio.AbstractEventLoop, fut: concurrent.futures.Future[Any]) -> None:
+    """Cancel `fut` (and so the task chained to it) from any thread."""
+    try:
+        loop.call_soon_threadsafe(fut.cancel)
+    except RuntimeError:  # the loop is closed: nothing runs there any more
+        fut.cancel()
 
 
 SESSION_CLOSED = "closed"

@@ -67,6 +67,7 @@ class BridgedTool(ToolStandIn):
             lambda: self._tool.ainvoke(input, config, **kwargs),
             self._call.resolved.policy.timeout,
             home=home_loop(self._call.tool),
+            probe=self._call.probe,  # a hedge race's losing attempt is cancelled
         )
 
 

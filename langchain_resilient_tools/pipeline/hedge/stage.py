@@ -4,9 +4,11 @@ When an attempt has been with its tool for the tool's hedge delay without an ans
 (`Hedge.delay`: a fixed delay, or ``"auto"``, learned from its recent service times:
 `logic.auto_delay`, and no hedge at all until `logic.AUTO_MIN_SAMPLES` are known), one
 more attempt of the same call starts (up to `Hedge.max_hedges`); the first good answer is
-the call's. The other attempts are cancelled (an async tool), or, when they hold a thread
-(a sync tool), left to run out and counted while they run, like the threads of timed-out
-attempts: no hedge goes while the tool's abandoned threads and running losers reach its
+the call's. The other attempts are cancelled (an async tool; from sync code, an
+async-only tool's coroutine on a loop of ours: `core.probe.Probe.cancel_with`), or, when
+they hold a thread (a sync tool), left to run out and counted while they run, like the
+threads of timed-out attempts: no hedge goes while the tool's abandoned threads and
+running losers reach its
 `Timeouts.max_abandoned_threads`. (Losers are not counted where the runner counts abandoned
 threads: a burst of losers must not make the next first attempts fail fast.) A loser still
 waiting for its thread never runs. An attempt that fails while another still runs does
