@@ -30,7 +30,7 @@ from ...core.idempotency import key_for
 from ...runtime import deadline as _deadline
 from ...runtime.lease import keeper
 from ...runtime.owner import me
-from ...state.backend import StateBackend
+from ...state.backend import StateBackend, put_unsynced
 from ...state.choose import in_process
 from ...text.classify import classify
 from . import core, logic, running
@@ -70,12 +70,12 @@ class Entry:
         self.intent: dict[str, Any] = {}
         """The intent this session claims (made by `open`, on the store's clock)."""
 
-    def patiently(self, op: Callable[[], T], budget: float | None = None) -> T:
-        """`op()`, tried again while the store waits for another writer's lock, within
-        `budget` seconds (default: what is left of the call's deadline, else a lease);
-        any other failure, or the lock past the budget, is raised."""
+    def patiently(self, op: Callable[..., T], *args: Any, budget: float | None = None) -> T:
+        """`op(*args)`, tried again while the store waits for another writer's lock,
+        within `budget` seconds (default: what is left of the call's deadline, else a
+        lease); any other failure, or the lock past the budget, is raised."""
         try:
-            return op()
+            return op(*args)
         except BackendError as exc:
             if not exc.lock_wait:
                 raise
@@ -89,7 +89,7 @@ class Entry:
             sleep=testing.sleep,
             reraise=True,
         )
-        return retrying(op)
+        return retrying(op, *args)
 
     # -- opening: what is there, and what it means (`core.decide`) ------------------------
 
@@ -205,12 +205,13 @@ class Entry:
         entry = logic.receipt(
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
-        put = getattr(self.backend, "put_unsynced", self.backend.put)
-        key, ttl = self.key, self.ttl
         try:
-            self.patiently(lambda: put(NS_JOURNAL, key, entry, ttl=ttl), self.lease / 2)
+            self.patiently(self._put_unsynced, entry, budget=self.lease / 2)
         except BackendError:
             log.warning("journal: the receipt of %s was not written", self.call.name)
+
+    def _put_unsynced(self, entry: Any) -> None:
+        put_unsynced(self.backend, NS_JOURNAL, self.key, entry, ttl=self.ttl)
 
     def abandon(self) -> None:
         try:

@@ -154,10 +154,10 @@ def receipt(
         done["content"] = None  # a state update cannot be given again
         return done
     limit = min(cap or RECEIPT_CHARS, RECEIPT_CHARS)
-    if type(value) is str and len(value) <= limit:  # most answers: kept as they are
-        done["content"] = value
-        return done
     content = value.content if isinstance(value, ToolMessage) else content_of(value)
+    if type(content) is str and len(content) <= limit:  # most answers: kept as they are
+        done["content"] = content
+        return done
     done["content"] = truncate(content, limit)
     return done
 
