@@ -53,7 +53,8 @@ class InMemoryStoreBackend(StoreBackend):
 
     def _get(self, ns: str, key: str) -> Any | None:
         items = self._items.get(self._ns.get(ns) or self._where(ns))
-        return self._live(None if items is None else items.get(key))
+        item = None if items is None else items.get(key)
+        return None if item is None else self._live(item)
 
     def _put(self, ns: str, key: str, value: Any, ttl: float) -> None:
         """The `Item` the store's own ``put`` makes, its fields set as its constructor

@@ -30,7 +30,7 @@ from ...core.idempotency import key_for
 from ...runtime import deadline as _deadline
 from ...runtime.lease import keeper
 from ...runtime.owner import me
-from ...state.backend import StateBackend, put_unsynced
+from ...state.backend import StateBackend
 from ...state.choose import in_process
 from ...text.classify import classify
 from . import core, logic, running
@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 LOCK_WAIT_TRIES = 30
 """At most this many tries of one journal operation while the store reports a lock."""
 T = TypeVar("T")
+_NO_INTENT: dict[str, Any] = {}
+"""An `Entry`'s intent until `open` makes it (never written to)."""
 
 
 def _lock_wait(exc: BaseException) -> bool:
@@ -67,15 +69,17 @@ class Entry:
         self.handle: int | None = None
         self.digest: str | None = None
         """The arguments' digest (`logic.args_digest`), once the first intent has it."""
-        self.intent: dict[str, Any] = {}
+        self.intent: dict[str, Any] = _NO_INTENT
         """The intent this session claims (made by `open`, on the store's clock)."""
 
-    def patiently(self, op: Callable[..., T], *args: Any, budget: float | None = None) -> T:
-        """`op(*args)`, tried again while the store waits for another writer's lock,
-        within `budget` seconds (default: what is left of the call's deadline, else a
-        lease); any other failure, or the lock past the budget, is raised."""
+    def patiently(
+        self, op: Callable[..., T], *args: Any, budget: float | None = None, **kwargs: Any
+    ) -> T:
+        """`op(*args, **kwargs)`, tried again while the store waits for another writer's
+        lock, within `budget` seconds (default: what is left of the call's deadline, else
+        a lease); any other failure, or the lock past the budget, is raised."""
         try:
-            return op(*args)
+            return op(*args, **kwargs)
         except BackendError as exc:
             if not exc.lock_wait:
                 raise
@@ -89,7 +93,7 @@ class Entry:
             sleep=testing.sleep,
             reraise=True,
         )
-        return retrying(op, *args)
+        return retrying(op, *args, **kwargs)
 
     # -- opening: what is there, and what it means (`core.decide`) ------------------------
 
@@ -129,7 +133,7 @@ class Entry:
 
     def _begin(self) -> tuple[Verdict, Any]:
         """Claim the key, or read what is there: (verdict, entry found)."""
-        if self.claim():
+        if self.backend.claim(NS_JOURNAL, self.key, self.intent, ttl=self.ttl):
             return Verdict.NEW, None
         found = self.read()
         verdict = self.judge(found)
@@ -183,9 +187,6 @@ class Entry:
 
     # -- store operations (one round trip each) ------------------------------------------
 
-    def claim(self) -> bool:
-        return self.backend.claim(NS_JOURNAL, self.key, self.intent, ttl=self.ttl)
-
     def read(self) -> Any:
         return self.backend.get(NS_JOURNAL, self.key)
 
@@ -205,13 +206,11 @@ class Entry:
         entry = logic.receipt(
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
+        put = getattr(self.backend, "put_unsynced", None) or self.backend.put
         try:
-            self.patiently(self._put_unsynced, entry, budget=self.lease / 2)
+            self.patiently(put, NS_JOURNAL, self.key, entry, budget=self.lease / 2, ttl=self.ttl)
         except BackendError:
             log.warning("journal: the receipt of %s was not written", self.call.name)
-
-    def _put_unsynced(self, entry: Any) -> None:
-        put_unsynced(self.backend, NS_JOURNAL, self.key, entry, ttl=self.ttl)
 
     def abandon(self) -> None:
         try:

@@ -29,8 +29,7 @@ _lock = threading.Lock()
 
 def started(key: str) -> Run:
     run = Run()
-    with _lock:
-        _running[key] = run
+    _running[key] = run  # one store into a dict (atomic): `finished` and `waiter` lock
     return run
 
 
