@@ -118,7 +118,7 @@ def key_for(call: Call, where: str | None = None) -> str:
         else:
             key = uuid.uuid4().hex
         call.idempotency_key = key
-    return str(key)
+    return key
 
 
 def key_for_call(call: Call, call_id: str, where: str | None) -> str:

@@ -54,8 +54,8 @@ class Entry:
     """One call's journal session: its backend, key and intent."""
 
     __slots__ = (
-        "backend", "call", "digest", "handle", "intent", "key", "lease", "run", "shared", "step",
-        "ttl",
+        "backend", "call", "digest", "handle", "intent", "key", "lease", "receipt", "run",
+        "shared", "step", "ttl",
     )  # fmt: skip
 
     def __init__(self, call: Call, backend: StateBackend, step: str) -> None:
@@ -72,14 +72,12 @@ class Entry:
         self.intent: dict[str, Any] = _NO_INTENT
         """The intent this session claims (made by `open`, on the store's clock)."""
 
-    def patiently(
-        self, op: Callable[..., T], *args: Any, budget: float | None = None, **kwargs: Any
-    ) -> T:
-        """`op(*args, **kwargs)`, tried again while the store waits for another writer's
-        lock, within `budget` seconds (default: what is left of the call's deadline, else
-        a lease); any other failure, or the lock past the budget, is raised."""
+    def patiently(self, op: Callable[[], T], budget: float | None = None) -> T:
+        """`op()`, tried again while the store waits for another writer's lock, within
+        `budget` seconds (default: what is left of the call's deadline, else a lease);
+        any other failure, or the lock past the budget, is raised."""
         try:
-            return op(*args, **kwargs)
+            return op()
         except BackendError as exc:
             if not exc.lock_wait:
                 raise
@@ -93,7 +91,7 @@ class Entry:
             sleep=testing.sleep,
             reraise=True,
         )
-        return retrying(op, *args, **kwargs)
+        return retrying(op)
 
     # -- opening: what is there, and what it means (`core.decide`) ------------------------
 
@@ -203,14 +201,17 @@ class Entry:
         takes leaves the intent: its outcome unknown, never run again)."""
         failure = None if exc is None else classify(exc, self.call)
         cap = self.call.resolved.policy.output.max_chars
-        entry = logic.receipt(
+        self.receipt = logic.receipt(
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
-        put = getattr(self.backend, "put_unsynced", None) or self.backend.put
         try:
-            self.patiently(put, NS_JOURNAL, self.key, entry, budget=self.lease / 2, ttl=self.ttl)
+            self.patiently(self._put_receipt, self.lease / 2)
         except BackendError:
             log.warning("journal: the receipt of %s was not written", self.call.name)
+
+    def _put_receipt(self) -> None:
+        put = getattr(self.backend, "put_unsynced", None) or self.backend.put
+        put(NS_JOURNAL, self.key, self.receipt, ttl=self.ttl)
 
     def abandon(self) -> None:
         try:
