@@ -46,6 +46,12 @@ _NO_INTENT: dict[str, Any] = {}
 """An `Entry`'s intent until `open` makes it (never written to)."""
 
 
+_WAIT, _NEW, _RUNNING, _ORPHANED = Do.WAIT, Verdict.NEW, Verdict.RUNNING, Verdict.ORPHANED
+_END_RECEIPT, _END_FORGET = End.RECEIPT, End.FORGET
+"""Members read on every write, bound once (`core._RUN`: an enum's attribute is slow on
+Python 3.11)."""
+
+
 def _lock_wait(exc: BaseException) -> bool:
     return isinstance(exc, BackendError) and exc.lock_wait
 
@@ -59,10 +65,10 @@ class Entry:
     )  # fmt: skip
 
     def __init__(self, call: Call, backend: StateBackend, step: str) -> None:
-        journal = call.resolved.policy.journal
+        resolved = call.resolved
         self.call, self.backend, self.step = call, backend, step
-        self.key = logic.entry_key(call.name, key_for(call, step), step, rerun=call.resolved.rerun)
-        self.lease, self.ttl = journal.lease_s, journal.ttl_s
+        self.key = logic.entry_key(call.name, key_for(call, step), step, rerun=resolved.rerun)
+        self.lease, self.ttl = resolved.journal_lease_s, resolved.journal_ttl_s
         self.shared = not in_process(backend)
         """Whether another worker may read the entry: then the write's lease is renewed
         while it runs; else (process memory) it is held until the write ends (`start`)."""
@@ -107,12 +113,12 @@ class Entry:
         self.digest = self.intent["args"]
         try:
             verdict, found = self.patiently(self._begin)
-            if verdict is Verdict.RUNNING:
+            if verdict is _RUNNING:
                 here = running.waiter(self.key, found)
                 if here is not None:
-                    return Do.WAIT, here
+                    return _WAIT, here
                 verdict, found = self._wait_elsewhere(found)
-            if verdict is Verdict.ORPHANED:
+            if verdict is _ORPHANED:
                 self.patiently(self.take_over)  # the call goes on here: verify, or an answer
             return core.decide(self.call, verdict, found, self.backend.clock())
         except BackendError as exc:
@@ -131,11 +137,11 @@ class Entry:
 
     def _begin(self) -> tuple[Verdict, Any]:
         """Claim the key, or read what is there: (verdict, entry found)."""
-        if self.backend.claim(NS_JOURNAL, self.key, self.intent, ttl=self.ttl):
-            return Verdict.NEW, None
+        if self.claim():
+            return _NEW, None
         found = self.read()
         verdict = self.judge(found)
-        if verdict is Verdict.NEW:  # gone, unreadable or another call's: claim it over
+        if verdict is _NEW:  # gone, unreadable or another call's: claim it over
             self.take_over()
         return verdict, found
 
@@ -174,9 +180,9 @@ class Entry:
         if self.handle is not None:
             keeper.release(self.handle)
         try:
-            if end is End.RECEIPT:
+            if end is _END_RECEIPT:
                 self.write_receipt(value, exc if isinstance(exc, Exception) else None)
-            elif end is End.FORGET:
+            elif end is _END_FORGET:
                 self.forget()
             else:
                 self.abandon()
@@ -184,6 +190,9 @@ class Entry:
             running.finished(self.key, self.run)
 
     # -- store operations (one round trip each) ------------------------------------------
+
+    def claim(self) -> bool:
+        return self.backend.claim(NS_JOURNAL, self.key, self.intent, ttl=self.ttl)
 
     def read(self) -> Any:
         return self.backend.get(NS_JOURNAL, self.key)
@@ -200,7 +209,7 @@ class Entry:
         """The receipt, committed but not waited on to reach the disk (what a power loss
         takes leaves the intent: its outcome unknown, never run again)."""
         failure = None if exc is None else classify(exc, self.call)
-        cap = self.call.resolved.policy.output.max_chars
+        cap = self.call.resolved.max_chars
         self.receipt = logic.receipt(
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
