@@ -90,7 +90,14 @@ def derive_key(
         if position is not None:
             parts.append(position)
         text = json.dumps(parts)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    digest = _KEY_DIGEST.copy()
+    digest.update(text.encode())
+    return digest.hexdigest()
+
+
+_KEY_DIGEST = hashlib.blake2b(digest_size=16)
+"""An empty digest of the key's kind, copied for each key: the same digest as a new
+``blake2b(text, digest_size=16)``, without parsing the constructor's arguments each time."""
 
 
 _json_str = json.encoder.encode_basestring_ascii
