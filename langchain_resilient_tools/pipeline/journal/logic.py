@@ -157,11 +157,14 @@ def receipt(
         }
         return done
     done["outcome"] = "success"
-    if isinstance(value, Command):
+    if isinstance(value, ToolMessage):  # most answers (a type checked at once)
+        content = value.content
+    elif isinstance(value, Command):
         done["content"] = None  # a state update cannot be given again
         return done
+    else:
+        content = content_of(value)
     limit = min(cap or RECEIPT_CHARS, RECEIPT_CHARS)
-    content = value.content if isinstance(value, ToolMessage) else content_of(value)
     if type(content) is str and len(content) <= limit:  # most answers: kept as they are
         done["content"] = content
         return done
