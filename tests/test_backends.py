@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 from langchain_core.messages import ToolMessage
+from langgraph.store.base import Item
 from langgraph.store.memory import InMemoryStore
 
 from langchain_resilient_tools import (
@@ -159,6 +160,21 @@ def test_an_in_memory_store_read_in_place_holds_what_its_own_api_reads() -> None
     assert type(as_backend(Counted())) is StoreBackend
     indexed = InMemoryStore(index={"dims": 2, "embed": lambda texts: [[0.0, 1.0] for _ in texts]})
     assert type(as_backend(indexed)) is StoreBackend
+
+
+def test_an_in_memory_store_whose_items_have_other_fields_goes_through_its_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`InMemoryStoreBackend` sets every field of the items it writes: a LangGraph whose
+    `Item` has other fields gets the store's own API, and items it reads whole."""
+    store = InMemoryStore()
+    monkeypatch.setattr(Item, "__slots__", (*Item.__slots__, "extra"))
+    backend = as_backend(store)
+    assert type(backend) is StoreBackend
+    backend.put("ns", "k", {"a": 1}, ttl=60)
+    assert backend.get("ns", "k") == {"a": 1}
+    monkeypatch.undo()
+    assert type(as_backend(store)) is InMemoryStoreBackend
 
 
 def test_as_backend() -> None:

@@ -90,7 +90,14 @@ def derive_key(
         if position is not None:
             parts.append(position)
         text = json.dumps(parts)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    digest = _KEY_DIGEST.copy()
+    digest.update(text.encode())
+    return digest.hexdigest()
+
+
+_KEY_DIGEST = hashlib.blake2b(digest_size=16)
+"""An empty digest of the key's kind, copied for each key: the same digest as a new
+``blake2b(text, digest_size=16)``, without parsing the constructor's arguments each time."""
 
 
 _json_str = json.encoder.encode_basestring_ascii
@@ -113,12 +120,12 @@ def key_for(call: Call, where: str | None = None) -> str:
     """
     key = call.idempotency_key  # built once: every attempt reuses it
     if key is None:
-        if call.id or callable(call.resolved.policy.idempotency_key):
+        if call.id or call.resolved.key_builder is not None:
             key = key_for_call(call, call.id, where or position(call))
         else:
             key = uuid.uuid4().hex
         call.idempotency_key = key
-    return str(key)
+    return key
 
 
 def key_for_call(call: Call, call_id: str, where: str | None) -> str:
@@ -126,8 +133,8 @@ def key_for_call(call: Call, call_id: str, where: str | None) -> str:
     tool with `call`'s arguments in its thread: `call`'s own key (`key_for`), or, for a
     write the model sends again after its outcome was unknown, the key of the call it
     repeats (`pipeline.dedup`), so the service sees one request."""
-    builder = call.resolved.policy.idempotency_key
-    if not callable(builder):
+    builder = call.resolved.key_builder
+    if builder is None:
         return derive_key(call.thread_id, call.name, call_id, where)
     key = builder(IdempotencyInfo(call.name, dict(call.args), call.thread_id, call_id, where))
     if not isinstance(key, str) or not key:

@@ -332,9 +332,10 @@ class ResolvedPolicy:
 
     __slots__ = (
         "access", "adaptive", "attach_record", "classified_by", "clock", "deadline_s",
-        "dedup_mode", "detect_text", "hints", "idempotent", "isolate", "keyed",
-        "max_abandoned_threads", "max_attempts", "max_chars", "plain_attempt", "policy",
-        "rerun", "retry_budget", "timeout", "unknown_args", "write",
+        "dedup_mode", "detect_text", "hints", "idempotent", "isolate", "journal_lease_s",
+        "journal_ttl_s", "key_builder", "keyed", "max_abandoned_threads", "max_attempts",
+        "max_chars", "plain_attempt", "policy", "rerun", "retry_budget", "timeout",
+        "unknown_args", "write",
     )  # fmt: skip
 
     @property
@@ -380,6 +381,14 @@ class ResolvedPolicy:
         no result checks of the user's (they run first, in `pipeline.checks`)."""
         self.max_chars = policy.output.max_chars
         self.attach_record = policy.output.attach_record
+        # -- read by every journaled write -------------------------------------------
+        self.journal_lease_s = policy.journal.lease_s
+        self.journal_ttl_s = policy.journal.ttl_s
+        builder = policy.idempotency_key
+        self.key_builder: Callable[[IdempotencyInfo], str] | None = (
+            builder if callable(builder) else None
+        )
+        """The tool's idempotency key callable (`ToolPolicy.idempotency_key`), if any."""
 
 
 _WILDCARDS = re.compile(r"\*|\?|\[[^\]]*\]")

@@ -45,10 +45,13 @@ def _conf(call: Call) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
 def step_of(call: Call) -> str | None:
     """The resumable step `call` belongs to (``"tools@3"``), or `None`: no thread, no
     checkpointer, or not run by a graph task."""
-    conf, meta = _conf(call)
-    if not call.thread_id or conf.get(_CHECKPOINTER) is None:
+    config = call.config
+    if not call.thread_id or not config:
         return None
-    step, ns = meta.get("langgraph_step"), conf.get("checkpoint_ns")
+    conf = config.get("configurable")
+    if not conf or conf.get(_CHECKPOINTER) is None:
+        return None
+    step, ns = (config.get("metadata") or {}).get("langgraph_step"), conf.get("checkpoint_ns")
     if not isinstance(step, int) or not isinstance(ns, str) or not ns:
         return None
     outer, _, last = ns.rpartition(_NS_SEP)

@@ -26,15 +26,21 @@ from langgraph.store.memory import InMemoryStore
 
 from .backend import StoreBackend
 
+_ITEM_FIELDS = ("value", "key", "namespace", "created_at", "updated_at")
+"""An `Item`'s fields (its ``__slots__``), all of which `InMemoryStoreBackend` sets."""
+_new = object.__new__
+_now = datetime.now  # bound once (a classmethod): not on every put
+
 
 def in_place(store: BaseStore) -> TypeGuard[InMemoryStore]:
     """Whether `store` is LangGraph's ``InMemoryStore`` itself (a subclass may persist,
     count or index its writes in its own ``batch``), without a search index, with its
-    item table where this module reads it."""
+    item table where this module reads it, and items of the fields it writes."""
     return (
         type(store) is InMemoryStore
         and not store.index_config
         and isinstance(getattr(store, "_data", None), dict)
+        and getattr(Item, "__slots__", None) == _ITEM_FIELDS
     )
 
 
@@ -47,12 +53,16 @@ class InMemoryStoreBackend(StoreBackend):
         self._items: dict[tuple[str, ...], dict[str, Item]] = store._data
 
     def _get(self, ns: str, key: str) -> Any | None:
-        items = self._items.get(self._where(ns))
-        return self._live(None if items is None else items.get(key))
+        items = self._items.get(self._ns.get(ns) or self._where(ns))
+        item = None if items is None else items.get(key)
+        return None if item is None else self._live(item)
 
     def _put(self, ns: str, key: str, value: Any, ttl: float) -> None:
-        where, now = self._where(ns), datetime.now(UTC)
-        self._items.setdefault(where, {})[key] = Item(
-            value=self._stored(value, ttl), key=key, namespace=where, created_at=now,
-            updated_at=now,
-        )  # fmt: skip
+        """The `Item` the store's own ``put`` makes, its fields set as its constructor
+        sets them from values of their types (`_ITEM_FIELDS`, checked by `in_place`),
+        without the constructor's checks for values read back from JSON."""
+        where = self._ns.get(ns) or self._where(ns)
+        item = _new(Item)
+        item.value, item.key, item.namespace = self._stored(value, ttl), key, where
+        item.created_at = item.updated_at = _now(UTC)
+        self._items.setdefault(where, {})[key] = item

@@ -42,6 +42,14 @@ log = logging.getLogger(__name__)
 LOCK_WAIT_TRIES = 30
 """At most this many tries of one journal operation while the store reports a lock."""
 T = TypeVar("T")
+_NO_INTENT: dict[str, Any] = {}
+"""An `Entry`'s intent until `open` makes it (never written to)."""
+
+
+_WAIT, _NEW, _RUNNING, _ORPHANED = Do.WAIT, Verdict.NEW, Verdict.RUNNING, Verdict.ORPHANED
+_END_RECEIPT, _END_FORGET = End.RECEIPT, End.FORGET
+"""Members read on every write, bound once (`core._RUN`: an enum's attribute is slow on
+Python 3.11)."""
 
 
 def _lock_wait(exc: BaseException) -> bool:
@@ -52,22 +60,22 @@ class Entry:
     """One call's journal session: its backend, key and intent."""
 
     __slots__ = (
-        "backend", "call", "digest", "handle", "intent", "key", "lease", "run", "shared", "step",
-        "ttl",
+        "backend", "call", "digest", "handle", "intent", "key", "lease", "receipt", "run",
+        "shared", "step", "ttl",
     )  # fmt: skip
 
     def __init__(self, call: Call, backend: StateBackend, step: str) -> None:
-        journal = call.resolved.policy.journal
+        resolved = call.resolved
         self.call, self.backend, self.step = call, backend, step
-        self.key = logic.entry_key(call.name, key_for(call, step), step, rerun=call.resolved.rerun)
-        self.lease, self.ttl = journal.lease_s, journal.ttl_s
+        self.key = logic.entry_key(call.name, key_for(call, step), step, rerun=resolved.rerun)
+        self.lease, self.ttl = resolved.journal_lease_s, resolved.journal_ttl_s
         self.shared = not in_process(backend)
         """Whether another worker may read the entry: then the write's lease is renewed
         while it runs; else (process memory) it is held until the write ends (`start`)."""
         self.handle: int | None = None
         self.digest: str | None = None
         """The arguments' digest (`logic.args_digest`), once the first intent has it."""
-        self.intent: dict[str, Any] = {}
+        self.intent: dict[str, Any] = _NO_INTENT
         """The intent this session claims (made by `open`, on the store's clock)."""
 
     def patiently(self, op: Callable[[], T], budget: float | None = None) -> T:
@@ -105,12 +113,12 @@ class Entry:
         self.digest = self.intent["args"]
         try:
             verdict, found = self.patiently(self._begin)
-            if verdict is Verdict.RUNNING:
+            if verdict is _RUNNING:
                 here = running.waiter(self.key, found)
                 if here is not None:
-                    return Do.WAIT, here
+                    return _WAIT, here
                 verdict, found = self._wait_elsewhere(found)
-            if verdict is Verdict.ORPHANED:
+            if verdict is _ORPHANED:
                 self.patiently(self.take_over)  # the call goes on here: verify, or an answer
             return core.decide(self.call, verdict, found, self.backend.clock())
         except BackendError as exc:
@@ -130,10 +138,10 @@ class Entry:
     def _begin(self) -> tuple[Verdict, Any]:
         """Claim the key, or read what is there: (verdict, entry found)."""
         if self.claim():
-            return Verdict.NEW, None
+            return _NEW, None
         found = self.read()
         verdict = self.judge(found)
-        if verdict is Verdict.NEW:  # gone, unreadable or another call's: claim it over
+        if verdict is _NEW:  # gone, unreadable or another call's: claim it over
             self.take_over()
         return verdict, found
 
@@ -172,9 +180,9 @@ class Entry:
         if self.handle is not None:
             keeper.release(self.handle)
         try:
-            if end is End.RECEIPT:
+            if end is _END_RECEIPT:
                 self.write_receipt(value, exc if isinstance(exc, Exception) else None)
-            elif end is End.FORGET:
+            elif end is _END_FORGET:
                 self.forget()
             else:
                 self.abandon()
@@ -201,16 +209,18 @@ class Entry:
         """The receipt, committed but not waited on to reach the disk (what a power loss
         takes leaves the intent: its outcome unknown, never run again)."""
         failure = None if exc is None else classify(exc, self.call)
-        cap = self.call.resolved.policy.output.max_chars
-        entry = logic.receipt(
+        cap = self.call.resolved.max_chars
+        self.receipt = logic.receipt(
             self.intent, now=self.backend.clock(), value=value, failure=failure, cap=cap
         )
-        put = getattr(self.backend, "put_unsynced", self.backend.put)
-        key, ttl = self.key, self.ttl
         try:
-            self.patiently(lambda: put(NS_JOURNAL, key, entry, ttl=ttl), self.lease / 2)
+            self.patiently(self._put_receipt, self.lease / 2)
         except BackendError:
             log.warning("journal: the receipt of %s was not written", self.call.name)
+
+    def _put_receipt(self) -> None:
+        put = getattr(self.backend, "put_unsynced", None) or self.backend.put
+        put(NS_JOURNAL, self.key, self.receipt, ttl=self.ttl)
 
     def abandon(self) -> None:
         try:

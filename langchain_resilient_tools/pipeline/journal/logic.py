@@ -72,7 +72,14 @@ def args_digest(args: Mapping[str, Any]) -> str:
     text = _flat_json(args) if type(args) is dict else None
     if text is None:
         text = _ARGS_JSON.encode(canonical(args if type(args) is dict else dict(args)))
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    digest = _ARGS_DIGEST.copy()
+    digest.update(text.encode())
+    return digest.hexdigest()
+
+
+_ARGS_DIGEST = hashlib.blake2b(digest_size=12)
+"""An empty digest of `args_digest`'s kind, copied for each (`core.idempotency`'s key
+digest does the same)."""
 
 
 _JSON_STR = json.encoder.encode_basestring_ascii
@@ -150,14 +157,17 @@ def receipt(
         }
         return done
     done["outcome"] = "success"
-    if isinstance(value, Command):
+    if isinstance(value, ToolMessage):  # most answers (a type checked at once)
+        content = value.content
+    elif isinstance(value, Command):
         done["content"] = None  # a state update cannot be given again
         return done
+    else:
+        content = content_of(value)
     limit = min(cap or RECEIPT_CHARS, RECEIPT_CHARS)
-    if type(value) is str and len(value) <= limit:  # most answers: kept as they are
-        done["content"] = value
+    if type(content) is str and len(content) <= limit:  # most answers: kept as they are
+        done["content"] = content
         return done
-    content = value.content if isinstance(value, ToolMessage) else content_of(value)
     done["content"] = truncate(content, limit)
     return done
 

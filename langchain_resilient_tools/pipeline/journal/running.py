@@ -15,12 +15,10 @@ from typing import Any
 
 
 class Run:
-    """A write this process runs; `waiters` is made by the first call that waits for it."""
+    """A write this process runs; `waiters` is made by the first call that waits for it
+    (until then the class's `None`: a run is made without an ``__init__`` to call)."""
 
-    __slots__ = ("waiters",)
-
-    def __init__(self) -> None:
-        self.waiters: concurrent.futures.Future[None] | None = None
+    waiters: concurrent.futures.Future[None] | None = None
 
 
 _running: dict[str, Run] = {}
@@ -29,8 +27,7 @@ _lock = threading.Lock()
 
 def started(key: str) -> Run:
     run = Run()
-    with _lock:
-        _running[key] = run
+    _running[key] = run  # one store into a dict (atomic): `finished` and `waiter` lock
     return run
 
 

@@ -77,6 +77,10 @@ from .core import Do, End, ending
 from .entry import Entry
 from .where import Made, journal_backend
 
+_ANSWER, _PASS, _WAIT, _END_RECEIPT = Do.ANSWER, Do.PASS, Do.WAIT, End.RECEIPT
+"""Members read on every write, bound once (`core._RUN`: an enum's attribute is slow on
+Python 3.11)."""
+
 
 class JournalStage(Stage):
     name = "journal"
@@ -114,7 +118,7 @@ class JournalStage(Stage):
         except OrphanedWrite:
             self.env.known_write(entry.call, None)  # a re-send keeps the call's key (dedup)
             raise
-        if do is Do.ANSWER:  # it ran before its worker died: a repeat of it is one (dedup)
+        if do is _ANSWER:  # it ran before its worker died: a repeat of it is one (dedup)
             self.env.known_write(entry.call, value)
         return do, value
 
@@ -125,13 +129,13 @@ class JournalStage(Stage):
         if entry is None:
             return call_next(call)
         do, value = self._open(entry)
-        if do is Do.WAIT:
+        if do is _WAIT:
             with contextlib.suppress(concurrent.futures.TimeoutError):
                 value.result(timeout=_deadline.remaining_or_none(call))
             do, value = self._open(entry, True)
-        if do is Do.ANSWER:
+        if do is _ANSWER:
             return value
-        if do is Do.PASS:
+        if do is _PASS:
             return call_next(call)
         call.journaled = True
         entry.start()
@@ -140,7 +144,7 @@ class JournalStage(Stage):
         except BaseException as exc:
             entry.close(ending(exc), exc)
             raise
-        entry.close(End.RECEIPT, None, value)
+        entry.close(_END_RECEIPT, None, value)
         return value
 
     # -- the async driver ----------------------------------------------------------
@@ -151,16 +155,16 @@ class JournalStage(Stage):
             return await call_next(call)
         remote = blocks(entry.backend)  # a database: off the event loop
         do, value = self._open(entry) if not remote else await asyncio.to_thread(self._open, entry)
-        if do is Do.WAIT:
+        if do is _WAIT:
             left = _deadline.remaining_or_none(call)
             await asyncio.wait({asyncio.wrap_future(value)}, timeout=left)
             if remote:
                 do, value = await asyncio.to_thread(self._open, entry, True)
             else:
                 do, value = self._open(entry, True)
-        if do is Do.ANSWER:
+        if do is _ANSWER:
             return value
-        if do is Do.PASS:
+        if do is _PASS:
             return await call_next(call)
         call.journaled = True
         entry.start()
@@ -176,9 +180,9 @@ class JournalStage(Stage):
                 entry.close(end, exc)
             raise
         if remote:
-            await asyncio.to_thread(entry.close, End.RECEIPT, None, value)
+            await asyncio.to_thread(entry.close, _END_RECEIPT, None, value)
         else:
-            entry.close(End.RECEIPT, None, value)
+            entry.close(_END_RECEIPT, None, value)
         return value
 
 
