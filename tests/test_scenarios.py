@@ -198,6 +198,24 @@ def test_timeout_of_hung_async_tool(harness: Harness) -> None:
     assert cancelled == ["get_report"]  # cancellation reached the tool
 
 
+@pytest.mark.realtime
+def test_hung_async_tool_is_cancelled_at_its_attempts_own_timeout(harness: Harness) -> None:
+    """An attempt whose timeout is shorter than the policy's (here capped by the call's
+    deadline) cancels an async-only tool's coroutine then, from sync code too: it is not
+    left running on a loop of ours, holding a worker thread, until the policy's 30 s."""
+    cancelled: list[str] = []
+    tool = hung_async_tool("get_report", cancelled)
+    policy = ToolPolicy(
+        timeout=30, retry=RetryPolicy(max_attempts=1), timeouts=Timeouts(deadline=0.3)
+    )
+    result = harness.run([tool], [tool_call("get_report", {}, id="c1")], policy=policy)
+    assert body(result["c1"])["error"] == "timeout"
+    deadline = time.monotonic() + 10  # sync mode: cancelled on the private loop, just after
+    while not cancelled and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cancelled == ["get_report"]
+
+
 def test_non_idempotent_timeout_is_unknown_outcome(harness: Harness) -> None:
     tool = hung_sync_tool("create_order", harness.hang_event())
     policy = ToolPolicy(timeout=0.2, retry=RetryPolicy(max_attempts=5))

@@ -40,7 +40,7 @@ from ..pipeline import Outcome, Pipeline
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_picklable
-from ..runtime.loop import home_loop, run_sync
+from ..runtime.loop import home_loop, run_sync, timeout_of
 from ..text.envelope import envelope, failure_message, success_message, take_error_record
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ class ResilientTool(BaseTool):
         else:  # async-only (MCP): run its coroutine on a private loop, cancelled on time
             run = lambda c: run_sync(  # noqa: E731
                 lambda: tool.ainvoke(tool_input(c), keyed_config(c, config)),
-                c.resolved.policy.timeout,
+                timeout_of(c),
                 home=home_loop(self.inner),
                 probe=c.probe,
             )

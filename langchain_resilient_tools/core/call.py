@@ -168,6 +168,11 @@ class Call:
     probe: Probe | None = None
     """Written by hedge on each attempt of a race. Read by the attempt stage, which runs
     the tool through it, and by hedge: when the tool began and answered (`core.probe`)."""
+    attempt_timeout: float | None = None
+    """Written by the attempt stage: the timeout of the attempt it runs (the policy's or
+    the adaptive one, capped by the deadline; `None`: unbounded). Read by the runners of
+    an async-only tool called from sync code (`runtime.offload.BridgedTool`,
+    `ResilientTool`), which cancel its coroutine then rather than at the policy's timeout."""
     result_key: str | Literal[False] | None = False
     """The call's result key once built (`core.key.result_key`; `None`: it shares
     nothing), read by the result cache and the stale fallback; `False` until built."""

@@ -71,14 +71,14 @@ class AttemptStage(Stage):
         resolved = call.resolved
         if resolved.plain_attempt:
             # The common case: no latency to keep, the tool on a worker thread.
-            timeout = _deadline.cap(call, resolved.timeout)
+            timeout = call.attempt_timeout = _deadline.cap(call, resolved.timeout)
             call.record.attempts += 1
             if timeout is None:
                 return call_next(call)
             run = self.env.runner.run
             return run(call.name, partial(call_next, call), timeout, resolved.max_abandoned_threads)
         history = self.history_for(call)
-        timeout = attempt_timeout(call, history)
+        timeout = call.attempt_timeout = attempt_timeout(call, history)
         call.record.attempts += 1
         clock = resolved.clock
         start = clock()
@@ -112,7 +112,7 @@ class AttemptStage(Stage):
         if resolved.plain_attempt and not call.offload:
             # The common case: nothing to do after the tool, so no coroutine of our own;
             # the caller's task drives the tool, one loop timer bounds it (`timed`).
-            timeout = _deadline.cap(call, resolved.timeout)
+            timeout = call.attempt_timeout = _deadline.cap(call, resolved.timeout)
             call.record.attempts += 1
             return call_next(call) if timeout is None else timed(call_next(call), timeout)
         history = self.history_for(call)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, TypeVar
 
+from ..core.call import Call
 from ..core.errors import AttemptTimeout, SessionUnavailable, Superseded
 from ..core.probe import Probe
 from . import exit as _exit
@@ -139,6 +140,14 @@ def run_sync(
         raise
     finally:
         del fut  # it holds the tool's error, whose traceback holds this frame
+
+
+def timeout_of(call: Call) -> float | None:
+    """How long an async-only tool's coroutine run from sync code for `call` may take:
+    its attempt's timeout (`Call.attempt_timeout`), or its policy's outside the attempt
+    stage."""
+    timeout = call.attempt_timeout
+    return call.resolved.policy.timeout if timeout is None else timeout
 
 
 def _cancel(loop: asyncio.AbstractEventLoop, fut: concurrent.futures.Future[Any]) -> None:

@@ -10,7 +10,8 @@ its caller is cancelled) is counted, and capped per tool by ``max_abandoned_thre
 
 `BridgedTool`: an async-only tool (MCP tools, for one) cannot run from sync code at
 all (``StructuredTool does not support sync invocation``). Its ``invoke`` runs the
-tool's coroutine on the private loop of `runtime.loop.run_sync`, cancelled at the timeout.
+tool's coroutine on the private loop of `runtime.loop.run_sync`, cancelled at its
+attempt's timeout, or when it lost a hedge race.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from langchain_core.tools import BaseTool
 from ..core.call import Call
 from ..core.tools import ToolStandIn, has_native_async, has_sync
 from .executor import TimedRunner
-from .loop import home_loop, run_sync
+from .loop import home_loop, run_sync, timeout_of
 
 
 class OffloadedTool(ToolStandIn):
@@ -61,13 +62,14 @@ class BridgedTool(ToolStandIn):
     __slots__ = ()
 
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        # The attempt's own deadline holds around this call; the policy's timeout
-        # cancels the coroutine (and closes an MCP session it opened) if it runs on.
+        # The coroutine is cancelled (and an MCP session it opened closed) when its
+        # attempt times out, or when it lost a hedge race.
+        call = self._call
         return run_sync(
             lambda: self._tool.ainvoke(input, config, **kwargs),
-            self._call.resolved.policy.timeout,
-            home=home_loop(self._call.tool),
-            probe=self._call.probe,  # a hedge race's losing attempt is cancelled
+            timeout_of(call),
+            home=home_loop(call.tool),
+            probe=call.probe,
         )
 
 
