@@ -284,40 +284,50 @@ def test_a_call_that_timed_out_once_leaves_no_reference_cycle(
     """Its first attempt hangs past the (real, short) timeout and is left on its thread,
     a later one answers; the one left behind is let go after each call and has ended
     before the next (its late end is part of what is looked at)."""
-    hang, release = [True], threading.Event()
-    late: list[threading.Event] = []
-
-    @tool
-    def search_slow(query: str) -> str:
-        """Search, hanging on the first attempt of each call."""
-        if hang[0]:
-            hang[0] = False
-            late.append(ended := threading.Event())
-            release.wait(10)
-            ended.set()
-            return "late"
-        return f"found {query}"
+    first = FirstAttemptHangs(harness)
 
     def check(message: Any, n: int) -> None:
         assert message.content == f"found q{n}"
-        assert late and not hang[0]  # the call's first attempt hung
+        assert first.late and not first.hang  # the call's first attempt hung
 
-    def let_go() -> None:
-        release.set()
-        assert all(ended.wait(10) for ended in late)
+    # Three attempts: one that hangs, and two chances for an answer within the deadline.
+    policy = ToolPolicy(timeout=0.1, retry=RetryPolicy(max_attempts=3))
+    _invoke_again(harness, first.tool, policy, cycles, check, after=first.let_go, runs=2)
+    assert len(first.late) == 3
+
+
+class FirstAttemptHangs:
+    """A read whose first attempt of each call hangs on its thread until `let_go` (called
+    after the call: it has then ended, and its worker is free); any other answers."""
+
+    def __init__(self, harness: Harness) -> None:
+        self.hang, self.release = True, threading.Event()
+        self.late: list[threading.Event] = []
+        harness.releases.append(self.release)
+
+        @tool
+        def search_slow(query: str) -> str:
+            """Search, hanging on the first attempt of each call."""
+            if self.hang:
+                self.hang = False
+                self.late.append(ended := threading.Event())
+                self.release.wait(10)
+                ended.set()
+                return "late"
+            return f"found {query}"
+
+        self.tool = search_slow
+
+    def let_go(self) -> None:
+        self.release.set()
+        assert all(ended.wait(10) for ended in self.late)
         pause = threading.Event()
         for _ in range(100):  # the worker's own last steps once the tool returned
             if not default_runner().abandoned():
                 break
             pause.wait(0.005)
-        release.clear()
-        hang[0] = True
-
-    harness.releases.append(release)
-    # Three attempts: one that hangs, and two chances for an answer within the deadline.
-    policy = ToolPolicy(timeout=0.1, retry=RetryPolicy(max_attempts=3))
-    _invoke_again(harness, search_slow, policy, cycles, check, after=let_go, runs=2)
-    assert len(late) == 3
+        self.release.clear()
+        self.hang = True
 
 
 HEDGED_AT_ONCE = ToolPolicy(hedge=Hedge(delay=0.02, budget=1.0, burst=100), retry=None)
@@ -329,32 +339,13 @@ def test_a_call_whose_hedge_won_leaves_no_reference_cycle_sync(
 ) -> None:
     """The first attempt of each call stalls on its thread, the hedge answers; the loser
     is let go after each call and has ended before the next."""
-    stall, release = [True], threading.Event()
-    late: list[threading.Event] = []
-
-    @tool
-    def search_tail(query: str) -> str:
-        """Search, stalling on the first attempt of each call."""
-        if stall[0]:
-            stall[0] = False
-            late.append(ended := threading.Event())
-            release.wait(10)
-            ended.set()
-            return "late"
-        return f"found {query}"
+    first = FirstAttemptHangs(harness)
 
     def check(message: Any, n: int) -> None:
         assert message.content == f"found q{n}"
         assert message.response_metadata["resilience"]["hedge_won"] is True
 
-    def let_go() -> None:
-        release.set()
-        assert all(ended.wait(10) for ended in late)
-        release.clear()
-        stall[0] = True
-
-    harness.releases.append(release)
-    _invoke_again(harness, search_tail, HEDGED_AT_ONCE, cycles, check, after=let_go, runs=3)
+    _invoke_again(harness, first.tool, HEDGED_AT_ONCE, cycles, check, after=first.let_go, runs=3)
 
 
 def test_a_call_whose_hedge_won_leaves_no_reference_cycle_async(
