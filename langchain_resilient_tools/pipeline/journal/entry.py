@@ -34,7 +34,17 @@ from ...state.backend import StateBackend
 from ...state.choose import in_process
 from ...text.classify import classify
 from . import core, logic, running
-from .core import POLL_S, Do, End
+from .core import (
+    DO_WAIT,
+    END_FORGET,
+    END_RECEIPT,
+    IS_NEW,
+    IS_ORPHANED,
+    IS_RUNNING,
+    POLL_S,
+    Do,
+    End,
+)
 from .logic import NS_JOURNAL, Verdict
 
 log = logging.getLogger(__name__)
@@ -44,12 +54,6 @@ LOCK_WAIT_TRIES = 30
 T = TypeVar("T")
 _NO_INTENT: dict[str, Any] = {}
 """An `Entry`'s intent until `open` makes it (never written to)."""
-
-
-_WAIT, _NEW, _RUNNING, _ORPHANED = Do.WAIT, Verdict.NEW, Verdict.RUNNING, Verdict.ORPHANED
-_END_RECEIPT, _END_FORGET = End.RECEIPT, End.FORGET
-"""Members read on every write, bound once (`core._RUN`: an enum's attribute is slow on
-Python 3.11)."""
 
 
 def _lock_wait(exc: BaseException) -> bool:
@@ -113,12 +117,12 @@ class Entry:
         self.digest = self.intent["args"]
         try:
             verdict, found = self.patiently(self._begin)
-            if verdict is _RUNNING:
+            if verdict is IS_RUNNING:
                 here = running.waiter(self.key, found)
                 if here is not None:
-                    return _WAIT, here
+                    return DO_WAIT, here
                 verdict, found = self._wait_elsewhere(found)
-            if verdict is _ORPHANED:
+            if verdict is IS_ORPHANED:
                 self.patiently(self.take_over)  # the call goes on here: verify, or an answer
             return core.decide(self.call, verdict, found, self.backend.clock())
         except BackendError as exc:
@@ -131,17 +135,17 @@ class Entry:
         """`open` again, once this process's run of the same write it waited for has
         ended (or not in time: `WriteInFlight`)."""
         do, value = self.open()
-        if do is Do.WAIT:
+        if do is DO_WAIT:
             raise WriteInFlight()  # still running here past the deadline
         return do, value
 
     def _begin(self) -> tuple[Verdict, Any]:
         """Claim the key, or read what is there: (verdict, entry found)."""
         if self.claim():
-            return _NEW, None
+            return IS_NEW, None
         found = self.read()
         verdict = self.judge(found)
-        if verdict is _NEW:  # gone, unreadable or another call's: claim it over
+        if verdict is IS_NEW:  # gone, unreadable or another call's: claim it over
             self.take_over()
         return verdict, found
 
@@ -180,9 +184,9 @@ class Entry:
         if self.handle is not None:
             keeper.release(self.handle)
         try:
-            if end is _END_RECEIPT:
+            if end is END_RECEIPT:
                 self.write_receipt(value, exc if isinstance(exc, Exception) else None)
-            elif end is _END_FORGET:
+            elif end is END_FORGET:
                 self.forget()
             else:
                 self.abandon()

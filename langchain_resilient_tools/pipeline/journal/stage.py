@@ -73,13 +73,9 @@ from ...runtime.executor import dispatch_pool
 from ...state.choose import blocks
 from ..stage import AsyncNext, Env, Next, Stage
 from . import recover, running
-from .core import Do, End, ending
+from .core import DO_ANSWER, DO_PASS, DO_WAIT, END_RECEIPT, Do, End, ending
 from .entry import Entry
 from .where import Made, journal_backend
-
-_ANSWER, _PASS, _WAIT, _END_RECEIPT = Do.ANSWER, Do.PASS, Do.WAIT, End.RECEIPT
-"""Members read on every write, bound once (`core._RUN`: an enum's attribute is slow on
-Python 3.11)."""
 
 
 class JournalStage(Stage):
@@ -118,7 +114,7 @@ class JournalStage(Stage):
         except OrphanedWrite:
             self.env.known_write(entry.call, None)  # a re-send keeps the call's key (dedup)
             raise
-        if do is _ANSWER:  # it ran before its worker died: a repeat of it is one (dedup)
+        if do is DO_ANSWER:  # it ran before its worker died: a repeat of it is one (dedup)
             self.env.known_write(entry.call, value)
         return do, value
 
@@ -129,13 +125,13 @@ class JournalStage(Stage):
         if entry is None:
             return call_next(call)
         do, value = self._open(entry)
-        if do is _WAIT:
+        if do is DO_WAIT:
             with contextlib.suppress(concurrent.futures.TimeoutError):
                 value.result(timeout=_deadline.remaining_or_none(call))
             do, value = self._open(entry, True)
-        if do is _ANSWER:
+        if do is DO_ANSWER:
             return value
-        if do is _PASS:
+        if do is DO_PASS:
             return call_next(call)
         call.journaled = True
         entry.start()
@@ -144,7 +140,7 @@ class JournalStage(Stage):
         except BaseException as exc:
             entry.close(ending(exc), exc)
             raise
-        entry.close(_END_RECEIPT, None, value)
+        entry.close(END_RECEIPT, None, value)
         return value
 
     # -- the async driver ----------------------------------------------------------
@@ -155,16 +151,16 @@ class JournalStage(Stage):
             return await call_next(call)
         remote = blocks(entry.backend)  # a database: off the event loop
         do, value = self._open(entry) if not remote else await asyncio.to_thread(self._open, entry)
-        if do is _WAIT:
+        if do is DO_WAIT:
             left = _deadline.remaining_or_none(call)
             await asyncio.wait({asyncio.wrap_future(value)}, timeout=left)
             if remote:
                 do, value = await asyncio.to_thread(self._open, entry, True)
             else:
                 do, value = self._open(entry, True)
-        if do is _ANSWER:
+        if do is DO_ANSWER:
             return value
-        if do is _PASS:
+        if do is DO_PASS:
             return await call_next(call)
         call.journaled = True
         entry.start()
@@ -180,9 +176,9 @@ class JournalStage(Stage):
                 entry.close(end, exc)
             raise
         if remote:
-            await asyncio.to_thread(entry.close, _END_RECEIPT, None, value)
+            await asyncio.to_thread(entry.close, END_RECEIPT, None, value)
         else:
-            entry.close(_END_RECEIPT, None, value)
+            entry.close(END_RECEIPT, None, value)
         return value
 
 
