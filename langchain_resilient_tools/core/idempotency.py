@@ -51,13 +51,13 @@ This module does no I/O; it imports `Call` only for typing so that `core.policy`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.tools import BaseTool
 
+from .digest import hex_digest
 from .errors import UsageError
 from .policy import IdempotencyInfo
 from .resume import position
@@ -90,14 +90,7 @@ def derive_key(
         if position is not None:
             parts.append(position)
         text = json.dumps(parts)
-    digest = _KEY_DIGEST.copy()
-    digest.update(text.encode())
-    return digest.hexdigest()
-
-
-_KEY_DIGEST = hashlib.blake2b(digest_size=16)
-"""An empty digest of the key's kind, copied for each key: the same digest as a new
-``blake2b(text, digest_size=16)``, without parsing the constructor's arguments each time."""
+    return hex_digest(text, 16)
 
 
 _json_str = json.encoder.encode_basestring_ascii

@@ -17,12 +17,12 @@ shares nothing unless ``cache_scope="global"``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from typing import Any
 
 from .call import Call
+from .digest import hex_digest
 from .freshness import epoch
 from .reads import ambient, declared_reads, key_info
 
@@ -61,7 +61,7 @@ def key_basis(call: Call) -> Any:
 
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, default=repr, separators=(",", ":"))
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    return hex_digest(text, 16)
 
 
 def call_key(call: Call) -> str:

@@ -25,11 +25,11 @@ nothing can resume a run). `position` also places a call of a run that cannot be
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 from .call import Call
+from .digest import hex_digest
 
 _CHECKPOINTER = "__pregel_checkpointer"
 _TASK_ID = "__pregel_task_id"
@@ -74,4 +74,4 @@ def position(call: Call) -> str | None:
 def step_digest(step: str) -> str:
     """A short fixed-length form of `step` for a key (steps recur: kept for the last few
     thousand)."""
-    return hashlib.blake2b(step.encode(), digest_size=8).hexdigest()
+    return hex_digest(step, 8)

@@ -20,7 +20,6 @@ arguments): it is read as nothing there.
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
+from ...core.digest import hex_digest
 from ...core.key import canonical, canonical_text
 from ...core.resume import step_digest
 from ...runtime.owner import alive
@@ -72,14 +72,7 @@ def args_digest(args: Mapping[str, Any]) -> str:
     text = _flat_json(args) if type(args) is dict else None
     if text is None:
         text = _ARGS_JSON.encode(canonical(args if type(args) is dict else dict(args)))
-    digest = _ARGS_DIGEST.copy()
-    digest.update(text.encode())
-    return digest.hexdigest()
-
-
-_ARGS_DIGEST = hashlib.blake2b(digest_size=12)
-"""An empty digest of `args_digest`'s kind, copied for each (`core.idempotency`'s key
-digest does the same)."""
+    return hex_digest(text, 12)
 
 
 _JSON_STR = json.encoder.encode_basestring_ascii
