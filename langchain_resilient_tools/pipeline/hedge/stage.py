@@ -8,12 +8,11 @@ the call's. The other attempts are cancelled (an async tool; from sync code, an
 async-only tool's coroutine on a loop of ours: `core.probe.Probe.cancel_with`), or, when
 they hold a thread (a sync tool), left to run out and counted while they run, like the
 threads of timed-out attempts: no hedge goes while the tool's abandoned threads and
-running losers reach its
-`Timeouts.max_abandoned_threads`. (Losers are not counted where the runner counts abandoned
-threads: a burst of losers must not make the next first attempts fail fast.) A loser still
-waiting for its thread never runs. An attempt that fails while another still runs does
-not end the call: the race fails only when every attempt failed, with the first
-attempt's failure.
+running losers reach its `Timeouts.max_abandoned_threads`. (Losers are not counted where
+the runner counts abandoned threads: a burst of losers must not make the next first
+attempts fail fast.) A loser still waiting for its thread never runs. An attempt that
+fails while another still runs does not end the call: the race fails only when every
+attempt failed, with the first attempt's failure.
 
 Time is the service's, not the machine's: each attempt carries a `core.probe.Probe` that
 the attempt stage runs the tool through, on the thread that runs it, so the delay is
