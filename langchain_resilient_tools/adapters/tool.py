@@ -40,7 +40,7 @@ from ..pipeline import Outcome, Pipeline
 from ..runtime.deadline import deadline_of
 from ..runtime.executor import TimedRunner
 from ..runtime.isolate import check_picklable
-from ..runtime.loop import home_loop, run_sync, timeout_of
+from ..runtime.loop import run_for
 from ..text.envelope import envelope, failure_message, success_message, take_error_record
 
 log = logging.getLogger(__name__)
@@ -177,11 +177,8 @@ class ResilientTool(BaseTool):
         if private["_sync"]:
             run: Callable[[Call], Any] = lambda c: tool.invoke(tool_input(c), keyed_config(c, config))  # noqa: E731
         else:  # async-only (MCP): run its coroutine on a private loop, cancelled on time
-            run = lambda c: run_sync(  # noqa: E731
-                lambda: tool.ainvoke(tool_input(c), keyed_config(c, config)),
-                timeout_of(c),
-                home=home_loop(self.inner),
-                probe=c.probe,
+            run = lambda c: run_for(  # noqa: E731
+                c, lambda: tool.ainvoke(tool_input(c), keyed_config(c, config)), self.inner
             )
         arun: Callable[[Call], Awaitable[Any]] = lambda c: tool.ainvoke(  # noqa: E731
             tool_input(c), keyed_config(c, config)

@@ -142,12 +142,15 @@ def run_sync(
         del fut  # it holds the tool's error, whose traceback holds this frame
 
 
-def timeout_of(call: Call) -> float | None:
-    """How long an async-only tool's coroutine run from sync code for `call` may take:
-    its attempt's timeout (`Call.attempt_timeout`), or its policy's outside the attempt
-    stage."""
+def run_for(call: Call, make: Callable[[], Awaitable[T]], tool: Any) -> T:
+    """`run_sync` for an attempt of `call`: the coroutine made by `make`, of the
+    async-only `tool`, on the tool's session loop if it has one (`home_loop`), cancelled
+    at the attempt's timeout (`Call.attempt_timeout`; its policy's outside the attempt
+    stage) or when the attempt lost its hedge race (`Call.probe`)."""
     timeout = call.attempt_timeout
-    return call.resolved.policy.timeout if timeout is None else timeout
+    if timeout is None:
+        timeout = call.resolved.policy.timeout
+    return run_sync(make, timeout, home=home_loop(tool), probe=call.probe)
 
 
 def _cancel(loop: asyncio.AbstractEventLoop, fut: concurrent.futures.Future[Any]) -> None:

@@ -24,7 +24,7 @@ from langchain_core.tools import BaseTool
 from ..core.call import Call
 from ..core.tools import ToolStandIn, has_native_async, has_sync
 from .executor import TimedRunner
-from .loop import home_loop, run_sync, timeout_of
+from .loop import run_for
 
 
 class OffloadedTool(ToolStandIn):
@@ -65,12 +65,7 @@ class BridgedTool(ToolStandIn):
         # The coroutine is cancelled (and an MCP session it opened closed) when its
         # attempt times out, or when it lost a hedge race.
         call = self._call
-        return run_sync(
-            lambda: self._tool.ainvoke(input, config, **kwargs),
-            timeout_of(call),
-            home=home_loop(call.tool),
-            probe=call.probe,
-        )
+        return run_for(call, lambda: self._tool.ainvoke(input, config, **kwargs), call.tool)
 
 
 def bridged(request: Any, call: Call) -> Any:
