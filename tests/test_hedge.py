@@ -333,7 +333,7 @@ def test_an_async_only_tools_loser_is_cancelled_from_sync_code_too(
         if i == 1:  # the loser was cancelled (on our loop: just after the answer, in sync code)
             ended = threading.Event()
             for _ in range(1000):
-                if cancelled and not _stage(harness).losers("search_docs"):
+                if cancelled and not hedge_stage(harness).losers("search_docs"):
                     break
                 ended.wait(0.01)
 
@@ -351,10 +351,10 @@ def test_an_async_only_tools_loser_is_cancelled_from_sync_code_too(
     assert CALLS["search_docs"] == 3
 
 
-def _stage(harness: Harness) -> HedgeStage:
-    adapter = harness.adapters[0]
-    pipeline = getattr(adapter, "pipeline", None) or adapter._pipeline
-    return next(s for s in pipeline.stages if isinstance(s, HedgeStage))
+def hedge_stage(harness: Harness) -> HedgeStage:
+    """The hedge stage of the one adapter `harness` built last."""
+    (adapter,) = harness.adapters
+    return next(s for s in adapter.pipeline.stages if isinstance(s, HedgeStage))
 
 
 def test_a_fast_first_attempt_is_not_hedged(harness: Harness, releases: Releases) -> None:

@@ -31,6 +31,7 @@ from langchain_resilient_tools.pipeline.hedge.stage import HedgeStage
 from langchain_resilient_tools.testing import tool_call
 from tests.clock import FakeClock
 from tests.conftest import Harness
+from tests.test_hedge import hedge_stage
 from tests.tools import CALLS, counted
 
 SERVICE_S = 0.02
@@ -66,11 +67,6 @@ class SlowTokens(BaseRateLimiter):
 def _policy(clock: FakeClock, **fields: Any) -> ToolPolicy:
     base = ToolPolicy(hedge=Hedge(delay=0.5, budget=1.0), clock=clock, dedup="off")
     return overlay(base, ToolPolicy(**fields))
-
-
-def _stage(harness: Harness) -> HedgeStage:
-    (adapter,) = harness.adapters
-    return next(s for s in adapter.pipeline.stages if isinstance(s, HedgeStage))
 
 
 # -- the race core: due from when the first attempt reached its tool ----------------------
@@ -170,7 +166,7 @@ def test_the_auto_delay_is_learned_from_the_tools_own_time(harness: Harness) -> 
         [tool_call("search_docs", {"query": f"w{i}"}, id=f"w{i}")] for i in range(AUTO_MIN_SAMPLES)
     ]
     harness.run_turns([counted("search_docs", search_docs)], turns, policy=policy)
-    learned = _stage(harness).histories.peek("search_docs")
+    learned = hedge_stage(harness).histories.peek("search_docs")
     assert learned is not None
     assert learned.snapshot() == pytest.approx([SERVICE_S] * AUTO_MIN_SAMPLES)
     assert limiter.acquired == AUTO_MIN_SAMPLES and CALLS["search_docs"] == AUTO_MIN_SAMPLES
@@ -224,7 +220,7 @@ def test_a_loser_is_counted_by_the_thread_it_holds(
     calls = [tool_call("search_docs", {"query": q}, id=q) for q in ("slow", "fast")]
     result = harness.run([counted("search_docs", search_docs)], calls, policy=_policy(clock))
     assert result["slow"].content == "fresh slow" and result["fast"].content == "fresh fast"
-    stage = _stage(harness)
+    stage = hedge_stage(harness)
     assert stage.losers("search_docs") == 1
     release.set()
     assert released.wait(30)
