@@ -331,11 +331,11 @@ def test_an_async_only_tools_loser_is_cancelled_from_sync_code_too(
 
     def before(i: int) -> None:
         if i == 1:  # the loser was cancelled (on our loop: just after the answer, in sync code)
-            ended = threading.Event()
+            pause = threading.Event()
             for _ in range(1000):
                 if cancelled and not hedge_stage(harness).losers("search_docs"):
                     break
-                ended.wait(0.01)
+                pause.wait(0.01)
 
     first, second = harness.run_turns(
         [tool],
