@@ -42,6 +42,7 @@ from langchain_resilient_tools import (
     RetryPolicy,
     ToolPolicy,
 )
+from langchain_resilient_tools.runtime import loop as private
 from langchain_resilient_tools.runtime.executor import default_runner
 from langchain_resilient_tools.runtime.job import Job
 
@@ -89,6 +90,8 @@ class Cycles:
 
     def __init__(self) -> None:
         self.found: Counter[str] = Counter()
+        self.edges: list[str] = []
+        """What refers to what among the objects found (for the failure's message)."""
 
     def __enter__(self) -> Cycles:
         gc.collect()
@@ -105,6 +108,8 @@ class Cycles:
                 gc.garbage.clear()  # what only their cycles kept is freed now
                 gc.collect()
             self.found.update(name for obj in gc.garbage if (name := ours(obj)) is not None)
+            if self.found:
+                self.edges = _edges(gc.garbage)
         finally:
             gc.set_debug(0)
             gc.garbage.clear()
@@ -112,17 +117,61 @@ class Cycles:
                 gc.enable()
 
 
+def _edges(garbage: list[Any], limit: int = 60) -> list[str]:
+    """``"a -> b, c"`` for each object `a` of `garbage` that refers to others of it."""
+    ids = {id(obj) for obj in garbage}
+
+    def name(obj: Any) -> str:
+        if isinstance(obj, FrameType):
+            return f"frame {obj.f_code.co_qualname}:{obj.f_lineno}"
+        if isinstance(obj, BaseException):
+            return repr(obj)[:60]
+        return ours(obj) or type(obj).__qualname__
+
+    lines = []
+    for obj in garbage:
+        refs = [name(r) for r in gc.get_referents(obj) if id(r) in ids]
+        if refs:
+            lines.append(f"{name(obj)} -> {', '.join(refs)}")
+    return lines[:limit]
+
+
 def _settled(limit_s: float = 2.0) -> None:
-    """Wait (for at most `limit_s`) until no other thread is still in a job of ours: a
-    worker wakes the job's caller before its own frames return, and while they run
-    they hold what the call left (a failure's traceback holds them), which becomes
-    collectable only once they have returned. (On a busy machine the next collection
-    came first; the test then saw LangChain's own cycle there, unbroken.)"""
+    """Wait (for at most `limit_s`) until no other thread is still in a job of ours, and
+    no attempt of ours is still on the private loop: a worker wakes the job's caller
+    before its own frames return, and while they run they hold what the call left (a
+    failure's traceback holds them), which becomes collectable only once they have
+    returned. (On a busy machine the next collection came first; the test then saw
+    LangChain's own cycle there, unbroken.) A cancelled attempt of an async-only tool
+    from sync code ends the same way, later: langchain-core's ``BaseTool.arun`` catches
+    the cancellation and awaits its callbacks' ``on_tool_error`` before raising it
+    again, after the tool itself said it was cancelled."""
     me, deadline = threading.get_ident(), time.monotonic() + limit_s
-    while time.monotonic() < deadline and any(
-        _in_job(frame) for tid, frame in sys._current_frames().items() if tid != me
+    while time.monotonic() < deadline and (
+        _attempts_on_private_loop()
+        or any(_in_job(frame) for tid, frame in sys._current_frames().items() if tid != me)
     ):
         threading.Event().wait(0.001)
+
+
+def _attempts_on_private_loop() -> bool:
+    """Whether a coroutine of `run_sync` (an attempt of an async-only tool made from sync
+    code) is still running on the private loop (asked on the loop itself)."""
+    loop = private.current()
+    if loop is None or loop.is_closed():
+        return False
+
+    async def running() -> bool:
+        return any(
+            task.get_coro().__qualname__ == "run_sync.<locals>.main"  # type: ignore[union-attr]
+            for task in asyncio.all_tasks()
+            if not task.done()
+        )
+
+    try:
+        return asyncio.run_coroutine_threadsafe(running(), loop).result(timeout=1.0)
+    except (RuntimeError, TimeoutError):  # closed meanwhile, or too busy to answer
+        return False
 
 
 def _in_job(frame: FrameType | None) -> bool:
@@ -213,7 +262,9 @@ def _invoke_again(
             state = harness.invoke(graph, payload(n)[1])
             check(answer(state), 0 if harness.adapter == "middleware" else n)  # its model: q0
             after()
-    assert not cycles.found, f"left for the collector by {runs} calls: {dict(cycles.found)}"
+    assert not cycles.found, (
+        f"left for the collector by {runs} calls: {dict(cycles.found)}; " + "; ".join(cycles.edges)
+    )
 
 
 @pytest.mark.parametrize("policy_name", list(POLICIES))
@@ -391,3 +442,4 @@ def test_the_check_sees_a_cycle_the_package_makes(cycles: Cycles) -> None:
         holder.append(holder)
         del record, holder
     assert cycles.found["CallRecord"] == 1
+    assert "list -> list, CallRecord" in cycles.edges
