@@ -79,6 +79,7 @@ dev: $(DEV_STAMP)
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check langchain_resilient_tools tests bench notebooks examples
+	$(PY) -m ruff format --check --quiet langchain_resilient_tools tests bench notebooks examples
 	$(PY) -m mypy
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir $(VENV)/site
 

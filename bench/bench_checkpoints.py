@@ -172,9 +172,7 @@ def table(result: dict[str, Any]) -> str:
                 f"{row['file_ratio']:.3f}x",
             ]
         )
-    text = _util.format_table(
-        ["variant", "stored MB", "ratio", "file MB", "file ratio"], rows
-    )
+    text = _util.format_table(["variant", "stored MB", "ratio", "file MB", "file ratio"], rows)
     return (
         f"{result['steps']} steps x {result['reads_per_step']} reads of "
         f"{result['result_chars']} chars, SqliteSaver\n{text}\n"

@@ -156,7 +156,12 @@ def answer(state: dict[str, Any]) -> dict[str, Any]:
     meta = message.response_metadata.get("resilience") or {}
     content = message.content if isinstance(message.content, str) else json.dumps(message.content)
     served_by = meta.get("served_by")
-    return {"status": message.status, "content": content, "served_by": served_by, "pid": os.getpid()}
+    return {
+        "status": message.status,
+        "content": content,
+        "served_by": served_by,
+        "pid": os.getpid(),
+    }
 
 
 async def _arun(sc: dict[str, Any], adapter: str, barrier: Any) -> Any:

@@ -36,6 +36,7 @@ RUN_ELSEWHERE = {
 """Pages whose Python blocks a test of their subject runs, each block on its own (a
 stronger check than one namespace per page): run there, not twice."""
 
+
 def _rel(page: Path) -> str:
     return str(page.relative_to(ROOT))
 

@@ -116,7 +116,9 @@ def test_a_write_whose_intent_meets_a_lock_is_journaled_once_the_lock_is_gone(
     intent is recorded again within the call's deadline, before ``on_backend_error``
     ("open": run the write unjournaled) applies."""
     box = Outbox()
-    pending = Pending(harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=30)))
+    pending = Pending(
+        harness, [send_tool(box)], saver(db), policy=ToolPolicy(timeouts=Timeouts(deadline=30))
+    )
     locks = _Locks(monkeypatch, times=3)
     answer = pending.resume()
     assert answer.content == "sent to ann" and len(box.sent) == 1

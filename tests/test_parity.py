@@ -99,7 +99,9 @@ async def alist_return(n: int, tool_call_id: Annotated[str, InjectedToolCallId])
 @tool
 def one_command(n: int, tool_call_id: Annotated[str, InjectedToolCallId]) -> list[Any]:
     """A list of one Command that carries the terminator (not a text to read as an error)."""
-    return [Command(update={"count": n, "messages": [ToolMessage("one", tool_call_id=tool_call_id)]})]
+    return [
+        Command(update={"count": n, "messages": [ToolMessage("one", tool_call_id=tool_call_id)]})
+    ]
 
 
 @tool

@@ -163,7 +163,9 @@ def test_after_a_timeout_a_write_not_found_is_not_run_again(harness: Harness) ->
         return service.create(item, idempotency_key)
 
     tool = StructuredTool.from_function(create_order)
-    policy = ToolPolicy(unknown_outcome=UnknownOutcome(verify=slow_lookup), timeout=0.2)  # time for the write to start
+    policy = ToolPolicy(
+        unknown_outcome=UnknownOutcome(verify=slow_lookup), timeout=0.2
+    )  # time for the write to start
     result = harness.run([tool], CALL, policy=policy)
     assert envelope(result["c1"])["error"] == "unknown_outcome"
     release.set()

@@ -175,7 +175,7 @@ class ResilientTool(BaseTool):
 
         tool = private["_exec"]
         if private["_sync"]:
-            run: Callable[[Call], Any] = lambda c: tool.invoke(tool_input(c), keyed_config(c, config))  # noqa: E731
+            run: Callable[[Call], Any] = lambda c: tool.invoke(tool_input(c), keyed_config(c, config))  # noqa: E731 # fmt: skip
         else:  # async-only (MCP): run its coroutine on a private loop, cancelled on time
             run = lambda c: run_for(  # noqa: E731
                 c, lambda: tool.ainvoke(tool_input(c), keyed_config(c, config)), self.inner

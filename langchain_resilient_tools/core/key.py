@@ -28,6 +28,7 @@ from .reads import ambient, declared_reads, key_info
 
 log = logging.getLogger(__name__)
 
+
 def canonical_text(value: str) -> str:
     """`value`'s words, one space apart: every run of whitespace (of any kind Unicode
     knows) one space, none at either end."""

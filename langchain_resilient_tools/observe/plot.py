@@ -84,7 +84,9 @@ def plot_events(events: Sequence[CallEvent], *, ax: Sequence[Any] | None = None)
         marker = "o" if status == "success" else "X"
         out_ax.scatter([end(e) for e in mine], rows, marker=marker, s=60, label=status, zorder=2)
     lat_ax.set_ylabel("latency (ms)")
-    lat_ax.set_title("tool calls over time, at the moment each was answered (X: failed; ring: hedged)")
+    lat_ax.set_title(
+        "tool calls over time, at the moment each was answered (X: failed; ring: hedged)"
+    )
     if tools:
         # Legends beside the axes, never over the data.
         outside = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}

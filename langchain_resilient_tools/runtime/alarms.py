@@ -92,9 +92,7 @@ class Alarms:
             ring()
 
 
-_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Alarms] = (
-    weakref.WeakKeyDictionary()
-)
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Alarms] = weakref.WeakKeyDictionary()
 _last: tuple[weakref.ref[asyncio.AbstractEventLoop], Alarms] | None = None
 
 
