@@ -315,11 +315,20 @@ async def search_down_async(query: str) -> str:
     raise ConnectionError("connection refused")
 
 
-@pytest.mark.parametrize("down", [search_down, search_down_async], ids=["sync-tool", "async-tool"])
+@tool
+def send_down(query: str) -> str:
+    """Send to a service that is down (a write: its attempts are watched, `Call.job`)."""
+    raise ConnectionRefusedError(111, "Connection refused")
+
+
+@pytest.mark.parametrize(
+    "down", [search_down, search_down_async, send_down], ids=["sync-tool", "async-tool", "write"]
+)
 def test_a_failed_call_leaves_no_reference_cycle(
     harness: Harness, down: BaseTool, cycles: Cycles
 ) -> None:
-    """Every attempt raises: the call is answered with the envelope after its retries."""
+    """Every attempt raises: the call is answered with the envelope after its retries
+    (a write's too: a refused connection never reached the service)."""
 
     def check(message: Any, n: int) -> None:
         data = _envelope(message)

@@ -247,11 +247,6 @@ def test_a_write_sent_again_while_its_timed_out_attempt_still_runs_waits_for_it(
     re-send waits for the first attempt; it took effect, so the re-send is answered with
     its result (not run again), and a repeat after that is blocked: the write happened
     once."""
-    if harness.adapter == "middleware" and harness.mode == "async":
-        pytest.skip(
-            "create_agent runs a sync tool's async call on asyncio's executor, which gives "
-            "no handle on the thread left running: the re-send runs (a known gap)"
-        )
     orders = Orders()
     release = harness.hang_event()
     effects: list[str] = []
@@ -290,6 +285,54 @@ def test_a_write_sent_again_while_its_timed_out_attempt_still_runs_waits_for_it(
     third = envelope(results[2]["s3"])  # a repeat after that is a repeat of a done write
     assert third["error"] == "duplicate_call" and "finished after all" in third["message"]
     assert effects == ["W1"]
+
+
+async def test_a_re_sent_write_waits_for_its_timed_out_attempt_behind_a_users_wrapper() -> None:
+    """The same on a node whose ``awrap_tool_call`` is the user's: LangGraph's handler
+    executes the sync tool (on the pipeline's workers, `runtime.offload.OffloadedTool`),
+    not the pipeline, and the attempt that timed out still runs there. The re-send waits
+    for it and is answered with its result; the write ran once."""
+    import asyncio
+
+    from langchain_core.messages import AIMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_resilient_tools import ResilientToolNode
+
+    release, effects, wrapped = threading.Event(), [], []
+
+    def cancel_pending_order(order_id: str, reason: str) -> str:
+        """Cancel a pending order."""
+        release.wait(10)
+        effects.append(order_id)
+        return f"order {order_id} cancelled"
+
+    async def logged(request: Any, execute: Any) -> Any:
+        wrapped.append(request.tool_call["id"])
+        return await execute(request)
+
+    node = ResilientToolNode(
+        [StructuredTool.from_function(cancel_pending_order)],
+        policy=ToolPolicy(timeout=0.1),
+        awrap_tool_call=logged,
+    )
+    app = tools_graph(node, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "wrapped-landing"}}
+
+    async def send(call_id: str) -> Any:
+        ai = AIMessage("", tool_calls=[tool_call("cancel_pending_order", CANCEL, id=call_id)])
+        return (await app.ainvoke({"messages": [ai]}, config))["messages"][-1]
+
+    try:
+        assert envelope(await send("s1"))["error"] == "unknown_outcome"
+        asyncio.get_running_loop().call_later(0.2, release.set)
+        again = await send("s2")
+    finally:
+        release.set()
+    assert again.status == "success", again.content
+    assert "order W1 cancelled" in str(again.content)
+    assert again.response_metadata["resilience"]["served_by"] == "dedup"
+    assert effects == ["W1"] and wrapped == ["s1"]  # the re-send never reached the tool
 
 
 def test_a_read_refused_with_503_and_retry_after_says_when_to_come_back(harness: Harness) -> None:

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from ..core.call import Call
+from ..core.errors import AttemptTimeout
 from ..core.tools import has_native_async
 from ..observe import otel as _otel
 from ..runtime import deadline as _deadline
@@ -109,9 +110,14 @@ class AttemptStage(Stage):
 
     def _arun(self, call: Call, call_next: AsyncNext) -> Awaitable[Any]:
         resolved = call.resolved
-        if resolved.plain_attempt and not call.offload:
+        if (
+            resolved.plain_attempt
+            and not call.offload
+            and (resolved.idempotent or not _offloaded_by_adapter(call))
+        ):
             # The common case: nothing to do after the tool, so no coroutine of our own;
-            # the caller's task drives the tool, one loop timer bounds it (`timed`).
+            # the caller's task drives the tool, one loop timer bounds it (`timed`). (A
+            # write's sync tool run by the adapter's handler needs `_attempt`: its job.)
             timeout = call.attempt_timeout = _deadline.cap(call, resolved.timeout)
             call.record.attempts += 1
             return call_next(call) if timeout is None else timed(call_next(call), timeout)
@@ -146,7 +152,14 @@ class AttemptStage(Stage):
                 make = partial(call_next, call)
             if probe is not None and not _offloaded_by_adapter(call):
                 make = partial(probe.arun, make)
-            value = await await_with_timeout(make, timeout)
+            try:
+                value = await await_with_timeout(make, timeout)
+            except AttemptTimeout as exc:
+                if exc.late is None and call.job is not None and not call.resolved.idempotent:
+                    exc.late = call.job  # a write's sync tool runs on (`Call.job`)
+                raise
+            finally:
+                call.job = None
         if history is not None:
             history.add(clock() - start)
         return value

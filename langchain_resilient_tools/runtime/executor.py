@@ -153,9 +153,15 @@ class TimedRunner:
             del fut  # it holds the tool's error, whose traceback holds this frame
 
     async def arun(
-        self, key: str, fn: Callable[[], T], timeout: float | None, max_abandoned: int
+        self,
+        key: str,
+        fn: Callable[[], T],
+        timeout: float | None,
+        max_abandoned: int,
+        on_job: Callable[[Job[T]], Any] | None = None,
     ) -> T:
-        """Run sync `fn` on a worker without blocking the event loop.
+        """Run sync `fn` on a worker without blocking the event loop; `on_job` is told
+        the job once submitted.
 
         The worker hands its result to the loop through the loop's `Inbox` (no
         ``wrap_future`` plus ``asyncio.wait``: each of their loop turns costs as much
@@ -166,6 +172,8 @@ class TimedRunner:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[T] = loop.create_future()
         fut = self._submit(fn)
+        if on_job is not None:
+            on_job(fut)
         fut.add_done_callback(partial(_to_loop, inbox_for(loop), answer))
         alarms = alarm = None
         if timeout is not None:

@@ -42,10 +42,13 @@ class OffloadedTool(ToolStandIn):
         if call.probe is not None:  # an attempt of a hedge race: stamped on its worker
             fn = partial(call.probe.run, fn)
         # No timeout of its own: the attempt's deadline cancels this, and the runner
-        # counts the thread it leaves running.
+        # counts the thread it leaves running; the attempt stage tells a write's timeout
+        # of the job (`Call.job`), which may yet take effect.
+        resolved = call.resolved
         return await self._runner.arun(
-            call.name, fn, None, call.resolved.policy.timeouts.max_abandoned_threads
-        )
+            call.name, fn, None, resolved.max_abandoned_threads,
+            None if resolved.idempotent else partial(setattr, call, "job"),
+        )  # fmt: skip
 
 
 def offloaded(request: Any, call: Call, runner: TimedRunner) -> Any:
