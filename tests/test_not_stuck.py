@@ -9,15 +9,18 @@ succeeded stays blocked; a read after a write runs again instead of being reused
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
 from typing import Annotated, Any
 
 import pytest
+from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_resilient_tools import ToolPolicy, UnknownOutcome, set_testing
+from langchain_resilient_tools import ResilientToolNode, ToolPolicy, UnknownOutcome, set_testing
 from langchain_resilient_tools.testing import ServiceRefused, tool_call
 from tests.conftest import Harness
 from tests.support.answers import envelope
@@ -292,13 +295,6 @@ async def test_a_re_sent_write_waits_for_its_timed_out_attempt_behind_a_users_wr
     executes the sync tool (on the pipeline's workers, `runtime.offload.OffloadedTool`),
     not the pipeline, and the attempt that timed out still runs there. The re-send waits
     for it and is answered with its result; the write ran once."""
-    import asyncio
-
-    from langchain_core.messages import AIMessage
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from langchain_resilient_tools import ResilientToolNode
-
     release, effects, wrapped = threading.Event(), [], []
 
     def cancel_pending_order(order_id: str, reason: str) -> str:
