@@ -48,7 +48,8 @@ Stores: LangGraph's ``InMemoryStore``; ``SqliteStore`` on a file in WAL mode (as
 runs, and on another with it off, as the tests run it (skipped if PostgreSQL cannot
 start). Also counts the journal's store operations per write and per read. Prints a
 table and writes ``bench/results/journal.json`` (not with ``--quick`` or ``--only
-STORE ...``).
+STORE ...``); a full run also counts the ``InMemoryStore`` arms' instructions
+(`bench.journal_instructions`, under valgrind: stable where wall time is not).
 """
 
 from __future__ import annotations
@@ -379,5 +380,9 @@ if __name__ == "__main__":
     result = run(scale=0.02 if args.quick else 1.0, only=tuple(args.only))
     print(table(result))
     if not (args.quick or args.only):  # a full run: the results the docs show
+        from . import journal_instructions  # it imports this module's arms
+
+        result["instructions"] = {"inmemorystore": journal_instructions.measure()}
+        print(f"instructions per write (InMemoryStore): {result['instructions']['inmemorystore']}")
         path = _util.save_json({"journal": result, "meta": meta}, _util.RESULTS_DIR / "journal.json")  # fmt: skip
         print(f"written: {path}")

@@ -306,6 +306,30 @@ def test_journal_bench_tiny(tmp_path: Any) -> None:
     assert "`SqliteStore` (WAL)" in report.render("journal.json", tmp_path)
 
 
+def test_journal_instructions_arms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The arms counted under valgrind, run without it: the journaled write keeps its
+    entry, the unjournaled one none, the raw arm puts the journal's two entries under a
+    key of its own; without valgrind the count is skipped, not failed."""
+    from langgraph.store.memory import InMemoryStore
+
+    from bench import bench_journal, journal_instructions
+    from langchain_resilient_tools.pipeline.journal.logic import NS_JOURNAL
+    from langchain_resilient_tools.state.backend import NAMESPACE
+
+    store = InMemoryStore()
+    arms = journal_instructions._arms(store, 2)
+    before = len(store.search((NAMESPACE, NS_JOURNAL)))  # the arms' one captured write
+    arms["off"](1)
+    assert len(store.search((NAMESPACE, NS_JOURNAL))) == before
+    arms["on"](1)
+    assert len(store.search((NAMESPACE, NS_JOURNAL))) == before + 1
+    arms["puts"](1)
+    (raw,) = store.search(bench_journal.RAW_NS)
+    assert raw.value["j"]["kind"] == "receipt"  # the intent, then the receipt over it
+    monkeypatch.setattr(journal_instructions.shutil, "which", lambda _name: None)
+    assert journal_instructions.measure() is None
+
+
 def test_hedge_under_load_tiny() -> None:
     """Both conditions side by side, one neighbour process, two steps each: the report's
     shape (the neighbours are started, stopped between blocks, and gone afterwards)."""
