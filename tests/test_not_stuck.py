@@ -290,6 +290,57 @@ def test_a_write_sent_again_while_its_timed_out_attempt_still_runs_waits_for_it(
     assert effects == ["W1"]
 
 
+@pytest.mark.parametrize("kind", ["async", "async-only"])
+def test_an_async_write_cancelled_at_its_timeout_runs_once_when_sent_again(
+    harness: Harness, kind: str
+) -> None:
+    """An async write that times out is cancelled there (from sync code too, where its
+    coroutine runs on a loop of ours) and never takes effect: the re-send the model makes
+    after ``unknown_outcome`` runs it, once, and a repeat after that is blocked."""
+    if kind == "async" and harness.mode == "sync":
+        pytest.skip("a sync run calls the tool's own sync function")
+    effects: list[str] = []
+    hung: list[str] = []
+    cancelled: list[str] = []
+
+    async def acancel_pending_order(order_id: str, reason: str) -> str:
+        """Cancel a pending order."""
+        if not hung:
+            hung.append(order_id)
+            try:
+                await asyncio.sleep(10)  # the first attempt hangs: cancelled at its timeout
+            except asyncio.CancelledError:
+                cancelled.append(order_id)
+                raise
+        effects.append(order_id)
+        return f"order {order_id} cancelled"
+
+    def cancel_pending_order(order_id: str, reason: str) -> str:
+        """Cancel a pending order."""
+        raise AssertionError("an async run awaits the coroutine")
+
+    sync = cancel_pending_order if kind == "async" else None
+    write = StructuredTool.from_function(
+        func=sync, coroutine=acancel_pending_order, name="cancel_pending_order"
+    )
+    turns = [[tool_call("cancel_pending_order", CANCEL, id=f"s{i}")] for i in (1, 2, 3)]
+    results = harness.run_turns(
+        [orders_tool(), write], turns, policy=ToolPolicy(timeout=0.1),
+        thread_id=f"cancelled-{harness.mode}-{kind}",
+    )  # fmt: skip
+    assert envelope(results[0]["s1"])["error"] == "unknown_outcome"
+    again = results[1]["s2"]
+    assert again.status == "success" and "order W1 cancelled" in str(again.content)
+    assert again.response_metadata.get("resilience", {}).get("served_by", "tool") == "tool"
+    assert envelope(results[2]["s3"])["error"] == "duplicate_call"
+    assert effects == ["W1"] and cancelled == ["W1"]  # the first attempt never took effect
+
+
+def orders_tool() -> BaseTool:
+    """`Orders`' read, the check an ``unknown_outcome`` names."""
+    return Orders().tools()[0]
+
+
 async def test_a_re_sent_write_waits_for_its_timed_out_attempt_behind_a_users_wrapper() -> None:
     """The same on a node whose ``awrap_tool_call`` is the user's: LangGraph's handler
     executes the sync tool (on the pipeline's workers, `runtime.offload.OffloadedTool`),
