@@ -176,9 +176,9 @@ class Call:
     job: Any = None
     """Written by `runtime.offload.OffloadedTool` (a sync tool that an adapter's handler
     runs on the pipeline's workers: `create_agent`'s, or a node's behind a user's
-    wrapper): the job running this attempt, once submitted. Read, and dropped, by the
-    attempt stage, which gives a write's attempt that timed out while the job ran its
-    `AttemptTimeout.late` (as the pipeline's own runner does), so that a re-send waits
+    wrapper): the job running this attempt of a write (never a read's), once submitted.
+    Read, and dropped, by the attempt stage, which gives an attempt that timed out while
+    the job ran its `AttemptTimeout.late` (as the pipeline's own runner does), so that a re-send waits
     for it (`pipeline.dedup`)."""
     result_key: str | Literal[False] | None = False
     """The call's result key once built (`core.key.result_key`; `None`: it shares

@@ -155,7 +155,7 @@ class AttemptStage(Stage):
             try:
                 value = await await_with_timeout(make, timeout)
             except AttemptTimeout as exc:
-                if exc.late is None and call.job is not None and not call.resolved.idempotent:
+                if exc.late is None and call.job is not None:
                     exc.late = call.job  # a write's sync tool runs on (`Call.job`)
                 raise
             finally:
