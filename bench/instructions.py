@@ -134,9 +134,11 @@ def _totals(out_dir: Path) -> list[int]:
     return totals
 
 
-def _measure(cells: Sequence[Cell], floor: bool) -> dict[str, dict[str, int]]:
-    """``{"mode:calls": {variant: instructions of its batch}}``, from one valgrind run."""
-    specs = [f"{mode}:{calls}" for mode, calls in cells]
+def callgrind(module: str, *args: str) -> list[tuple[list[str], int]]:
+    """Run ``python -m module --child *args`` under callgrind, which counts only inside
+    each measured batch (one `functools.reduce` call, after which the child prints a
+    ``MEASURED`` line): each such line's words after ``MEASURED``, with its batch's
+    instructions."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             "valgrind",
@@ -146,18 +148,24 @@ def _measure(cells: Sequence[Cell], floor: bool) -> dict[str, dict[str, int]]:
             "--dump-after=functools_reduce",
             sys.executable,
             "-m",
-            "bench.instructions",
+            module,
             "--child",
-            *specs,
-            *(["--floor"] if floor else []),
+            *args,
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        measured = [ln.split()[1:3] for ln in proc.stdout.splitlines() if ln.startswith("MEASURED")]
+        measured = [ln.split()[1:] for ln in proc.stdout.splitlines() if ln.startswith("MEASURED")]
         totals = _totals(Path(tmp))
     if len(totals) != len(measured):
         raise RuntimeError(f"expected {len(measured)} callgrind dumps, found {len(totals)}")
+    return list(zip(measured, totals, strict=True))
+
+
+def _measure(cells: Sequence[Cell], floor: bool) -> dict[str, dict[str, int]]:
+    """``{"mode:calls": {variant: instructions of its batch}}``, from one valgrind run."""
+    specs = [f"{mode}:{calls}" for mode, calls in cells]
+    batches = callgrind("bench.instructions", *specs, *(["--floor"] if floor else []))
     out: dict[str, dict[str, int]] = {spec: {} for spec in specs}
-    for (spec, name), total in zip(measured, totals, strict=True):
+    for (spec, name), total in batches:
         out[spec][name] = total
     return out
 

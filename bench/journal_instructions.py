@@ -27,17 +27,14 @@ import argparse
 import functools
 import gc
 import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from langgraph.store.memory import InMemoryStore
 
 from .bench_journal import RAW_NS, _caller, _journaled, _raw_key, _stored, send_email
-from .instructions import _totals
+from .instructions import callgrind
 
 ITERATIONS = 200
 """Calls per measured batch (instructions are exact: few are needed)."""
@@ -86,18 +83,10 @@ def measure() -> dict[str, Any] | None:
     if shutil.which("valgrind") is None:
         print("instructions: skipped (valgrind is not on the PATH)", file=sys.stderr)
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            "valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out",
-            "--zero-before=functools_reduce", "--dump-after=functools_reduce",
-            sys.executable, "-m", "bench.journal_instructions", "--child",
-        ]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        measured = [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("MEASURED")]
-        totals = _totals(Path(tmp))
-    if measured != list(ARMS) or len(totals) != len(ARMS):
-        raise RuntimeError(f"expected the batches {ARMS}, found {measured} and {len(totals)} dumps")
-    per = {name: total / ITERATIONS for name, total in zip(ARMS, totals, strict=True)}
+    batches = callgrind("bench.journal_instructions")
+    if [words for words, _ in batches] != [[name] for name in ARMS]:
+        raise RuntimeError(f"expected the batches {ARMS}, found {batches}")
+    per = {words[0]: total / ITERATIONS for words, total in batches}
     added, raw = per["on"] - per["off"], per["puts"]
     return {
         "iterations": ITERATIONS,
