@@ -325,7 +325,7 @@ def test_an_async_write_cancelled_at_its_timeout_runs_once_when_sent_again(
     )
     turns = [[tool_call("cancel_pending_order", CANCEL, id=f"s{i}")] for i in (1, 2, 3)]
     results = harness.run_turns(
-        [orders_tool(), write], turns, policy=ToolPolicy(timeout=0.1),
+        [Orders().tools()[0], write], turns, policy=ToolPolicy(timeout=0.1),
         thread_id=f"cancelled-{harness.mode}-{kind}",
     )  # fmt: skip
     assert envelope(results[0]["s1"])["error"] == "unknown_outcome"
@@ -334,11 +334,6 @@ def test_an_async_write_cancelled_at_its_timeout_runs_once_when_sent_again(
     assert again.response_metadata.get("resilience", {}).get("served_by", "tool") == "tool"
     assert envelope(results[2]["s3"])["error"] == "duplicate_call"
     assert effects == ["W1"] and cancelled == ["W1"]  # the first attempt never took effect
-
-
-def orders_tool() -> BaseTool:
-    """`Orders`' read, the check an ``unknown_outcome`` names."""
-    return Orders().tools()[0]
 
 
 async def test_a_re_sent_write_waits_for_its_timed_out_attempt_behind_a_users_wrapper() -> None:
